@@ -1,0 +1,79 @@
+"""Errors raised by the kube layer, one class per way a call can fail.
+
+Callers branch on the class (``NotFound``, ``Conflict``...) instead of on
+status codes, and every message is meant to be shown to a person as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KubeError(Exception):
+    """Base class of every error from this package."""
+
+
+class ConfigError(KubeError):
+    """A kubeconfig or credential is missing, unreadable or malformed."""
+
+
+class Unreachable(KubeError):
+    """The API server could not be reached (connection refused, TLS, timeout)."""
+
+
+class ApiError(KubeError):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Any = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed later (throttling, server trouble)."""
+        return self.status == 429 or self.status >= 500
+
+
+class NotFound(ApiError):
+    """404: the object (or its kind) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: stale ``resourceVersion`` on update, or the object already exists."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation (CRD schema, admission)."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC denied the request."""
+
+
+class Gone(ApiError):
+    """410: a watch's ``resourceVersion`` is too old; relist."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+}
+
+
+def from_status(status: int, body: Any) -> ApiError:
+    """Build the most specific error for an HTTP status and a ``Status`` body."""
+    reason = ""
+    message = ""
+    if isinstance(body, dict):
+        reason = str(body.get("reason", ""))
+        message = str(body.get("message", ""))
+    elif body:
+        message = str(body)[:500]
+    cls = _BY_STATUS.get(status, ApiError)
+    return cls(status, reason or "Error", message or "(no message)", body)

@@ -1,0 +1,352 @@
+"""A local multi-cluster control plane on real ``kube-apiserver`` and ``etcd``.
+
+One etcd serves every API server (each under its own ``--etcd-prefix``): the
+control plane at 127.0.0.1 and one member per loopback address 127.0.1.N, so
+members are addressed by IP as the agent demands.  The control plane gets the
+clusterhealth CRDs, and for every member a ``Cluster`` whose ``secretRef``
+Secret holds a CA bundle and a token for that member (Karmada's Secret shape).
+
+The tests, the benchmarks and ``make demo`` all use this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import logging
+import pathlib
+import secrets
+import shutil
+import socket
+import ssl
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from clusterhealth_core.api import crds as crd_files
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import config as kubecfg
+from clusterhealth_core.kube import errors, resources
+from clusterhealth_localenv import binaries as bins
+from clusterhealth_localenv import pki, processes
+
+log = logging.getLogger(__name__)
+
+CONTROL_PLANE = "control-plane"
+CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
+
+
+class StartError(RuntimeError):
+    """The environment could not start; the message quotes the failing log."""
+
+
+def free_port(host: str) -> int:
+    """An unused TCP port on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclasses.dataclass
+class ApiServer:
+    """One kube-apiserver of the environment and how to reach it."""
+
+    name: str
+    host: str
+    port: int
+    directory: pathlib.Path
+    process: processes.ManagedProcess
+    token: str
+
+    @property
+    def url(self) -> str:
+        """``https://<ip>:<port>``."""
+        return f"https://{self.host}:{self.port}"
+
+    @property
+    def kubeconfig(self) -> pathlib.Path:
+        """The admin kubeconfig (client certificate in ``system:masters``)."""
+        return self.directory / "admin.kubeconfig"
+
+    def credentials(self) -> kubecfg.Credentials:
+        """Admin credentials read from the kubeconfig."""
+        return kubecfg.load_kubeconfig(self.kubeconfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentConfig:
+    """What to start."""
+
+    members: Sequence[str] = ("member1", "member2")
+    workdir: pathlib.Path | None = None
+    kubernetes_version: str = bins.KUBERNETES_VERSION
+    start_timeout: float = 90.0
+
+
+class LocalEnvironment:
+    """Start, stop and restart the control plane and member API servers."""
+
+    def __init__(self, config: EnvironmentConfig = EnvironmentConfig()) -> None:
+        self.config = config
+        self._own_workdir = config.workdir is None
+        self.workdir = config.workdir or pathlib.Path(
+            tempfile.mkdtemp(prefix="clusterhealth-env-")
+        )
+        self.binaries: bins.Binaries | None = None
+        self.ca = pki.CertificateAuthority()
+        self.etcd: processes.ManagedProcess | None = None
+        self.etcd_url = ""
+        self.servers: dict[str, ApiServer] = {}
+
+    # --- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start etcd and every API server; install CRDs; register the members."""
+        self.binaries = await asyncio.to_thread(
+            bins.ensure_kubernetes, self.config.kubernetes_version
+        )
+        (self.workdir / "ca.crt").write_bytes(self.ca.cert_pem)
+        await self._start_etcd()
+        names = [CONTROL_PLANE, *self.config.members]
+        for index, name in enumerate(names):
+            host = "127.0.0.1" if name == CONTROL_PLANE else f"127.0.1.{index}"
+            self.servers[name] = self._prepare_server(name, host)
+        for server in self.servers.values():
+            server.process.start()
+        await asyncio.gather(*(self._wait_ready(s) for s in self.servers.values()))
+        await self._install_crds()
+        await self._register_members()
+
+    async def stop(self) -> None:
+        """Stop every process; remove the work directory if this object made it."""
+        await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
+        if self.etcd is not None:
+            await self.etcd.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def __aenter__(self) -> LocalEnvironment:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def stop_server(self, name: str, *, kill: bool = False) -> None:
+        """Stop one API server (SIGTERM, or SIGKILL with ``kill``)."""
+        server = self.servers[name]
+        if kill:
+            server.process.kill()
+        await server.process.stop()
+
+    async def start_server(self, name: str) -> None:
+        """Start a stopped API server again on the same address and wait for it."""
+        server = self.servers[name]
+        server.process.start()
+        await self._wait_ready(server)
+
+    # --- access ----------------------------------------------------------
+
+    @property
+    def members(self) -> list[str]:
+        """Names of the member clusters."""
+        return list(self.config.members)
+
+    def client(self, name: str = CONTROL_PLANE, **kwargs: Any) -> kube.ApiClient:
+        """A new admin client for one API server (the caller closes it)."""
+        return kube.ApiClient(self.servers[name].credentials(), **kwargs)
+
+    def kubeconfig(self, name: str = CONTROL_PLANE) -> pathlib.Path:
+        """The admin kubeconfig path of one API server."""
+        return self.servers[name].kubeconfig
+
+    # --- internals -------------------------------------------------------
+
+    async def _start_etcd(self) -> None:
+        assert self.binaries is not None
+        client_port = free_port("127.0.0.1")
+        peer_port = free_port("127.0.0.1")
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        data = self.workdir / "etcd"
+        self.etcd = processes.ManagedProcess(
+            "etcd",
+            [
+                str(self.binaries.etcd), "--name", "clusterhealth",
+                "--data-dir", str(data),
+                "--listen-client-urls", self.etcd_url,
+                "--advertise-client-urls", self.etcd_url,
+                "--listen-peer-urls", peer_url,
+                "--initial-advertise-peer-urls", peer_url,
+                "--initial-cluster", f"clusterhealth={peer_url}",
+                "--unsafe-no-fsync", "--log-level", "warn",
+                "--listen-metrics-urls", "",
+            ],
+            self.workdir / "logs" / "etcd.log",
+        )
+        self.etcd.start()
+        deadline = time.monotonic() + self.config.start_timeout
+        while time.monotonic() < deadline:
+            if not self.etcd.running():
+                raise StartError(f"etcd exited:\n{self.etcd.log_tail()}")
+            if await asyncio.to_thread(_http_ok, f"{self.etcd_url}/health", None):
+                return
+            await asyncio.sleep(0.1)
+        raise StartError(f"etcd not healthy in time:\n{self.etcd.log_tail()}")
+
+    def _prepare_server(self, name: str, host: str) -> ApiServer:
+        assert self.binaries is not None
+        directory = self.workdir / name
+        directory.mkdir(parents=True, exist_ok=True)
+        port = free_port(host)
+        serving = self.ca.serving(
+            f"{name}-apiserver", [host, "10.96.0.1"],
+            ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+        )
+        tls_cert, tls_key = serving.write(directory, "serving")
+        admin_cert, admin_key = self.ca.client("clusterhealth-admin", "system:masters").write(
+            directory, "admin"
+        )
+        sa_private, sa_public = pki.service_account_keys()
+        (directory / "sa.key").write_bytes(sa_private)
+        (directory / "sa.pub").write_bytes(sa_public)
+        token = secrets.token_hex(24)
+        (directory / "tokens.csv").write_text(
+            f'{token},clusterhealth-karmada,clusterhealth-karmada,"system:masters"\n'
+        )
+        ca_file = self.workdir / "ca.crt"
+        _write_kubeconfig(directory / "admin.kubeconfig", name, f"https://{host}:{port}",
+                          ca_file, admin_cert, admin_key)
+        argv = [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            f"--etcd-prefix=/clusterhealth/{name}",
+            f"--bind-address={host}",
+            f"--advertise-address={host}",
+            f"--secure-port={port}",
+            f"--tls-cert-file={tls_cert}",
+            f"--tls-private-key-file={tls_key}",
+            f"--client-ca-file={ca_file}",
+            f"--token-auth-file={directory / 'tokens.csv'}",
+            f"--service-account-key-file={directory / 'sa.pub'}",
+            f"--service-account-signing-key-file={directory / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--api-audiences=https://kubernetes.default.svc",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--profiling=false",
+            f"--cert-dir={directory / 'certs'}",
+            "--v=0",
+        ]
+        process = processes.ManagedProcess(
+            f"kube-apiserver[{name}]", argv, self.workdir / "logs" / f"{name}-apiserver.log"
+        )
+        return ApiServer(name, host, port, directory, process, token)
+
+    async def _wait_ready(self, server: ApiServer) -> None:
+        context = server.credentials().ssl_context()
+        assert isinstance(context, ssl.SSLContext)
+        deadline = time.monotonic() + self.config.start_timeout
+        while time.monotonic() < deadline:
+            if not server.process.running():
+                raise StartError(
+                    f"{server.process.name} exited ({server.process.exit_code()}):\n"
+                    f"{server.process.log_tail()}"
+                )
+            if await asyncio.to_thread(_http_ok, f"{server.url}/readyz", context):
+                return
+            await asyncio.sleep(0.2)
+        raise StartError(
+            f"{server.process.name} not ready after {self.config.start_timeout}s:\n"
+            f"{server.process.log_tail()}"
+        )
+
+    async def _install_crds(self) -> None:
+        async with self.client() as api:
+            for crd in crd_files.load_crds():
+                with contextlib.suppress(errors.Conflict):
+                    await api.create(resources.CRDS, crd)
+            for crd in crd_files.load_crds():
+                await _wait_established(api, crd["metadata"]["name"], self.config.start_timeout)
+
+    async def _register_members(self) -> None:
+        async with self.client() as api:
+            with contextlib.suppress(errors.Conflict):
+                await api.create(
+                    resources.NAMESPACES,
+                    {"metadata": {"name": CLUSTER_SECRET_NAMESPACE}},
+                )
+            for name in self.config.members:
+                server = self.servers[name]
+                secret = {
+                    "metadata": {"name": name, "namespace": CLUSTER_SECRET_NAMESPACE},
+                    "type": "Opaque",
+                    "data": {
+                        "caBundle": base64.b64encode(self.ca.cert_pem).decode(),
+                        "token": base64.b64encode(server.token.encode()).decode(),
+                    },
+                }
+                with contextlib.suppress(errors.Conflict):
+                    await api.create(resources.SECRETS, secret)
+                cluster = {
+                    "apiVersion": resources.CLUSTERS.api_version,
+                    "kind": "Cluster",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "apiEndpoint": server.url,
+                        "syncMode": "Push",
+                        "secretRef": {"namespace": CLUSTER_SECRET_NAMESPACE, "name": name},
+                    },
+                }
+                with contextlib.suppress(errors.Conflict):
+                    await api.create(resources.CLUSTERS, cluster)
+
+
+async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        crd = await api.get(resources.CRDS, name)
+        for condition in crd.get("status", {}).get("conditions", []):
+            if condition.get("type") == "Established" and condition.get("status") == "True":
+                return
+        await asyncio.sleep(0.1)
+    raise StartError(f"CRD {name} not established after {timeout}s")
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _write_kubeconfig(
+    path: pathlib.Path, name: str, server: str, ca: pathlib.Path,
+    cert: pathlib.Path, key: pathlib.Path,
+) -> None:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server,
+                                                 "certificate-authority": str(ca)}}],
+        "users": [{"name": f"{name}-admin", "user": {"client-certificate": str(cert),
+                                                     "client-key": str(key)}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))

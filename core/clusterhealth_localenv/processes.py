@@ -1,0 +1,106 @@
+"""Child processes that never outlive the environment that started them.
+
+Each child gets its own session (so the whole group can be signalled) and
+``PR_SET_PDEATHSIG`` (so a ``kill -9`` of the parent still takes it down).
+Output goes to a log file whose tail is quoted when the process fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import pathlib
+import signal
+import subprocess
+from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class ManagedProcess:
+    """One long-running child with a name, a command line and a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: pathlib.Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's pid, if any."""
+        return self._proc.pid if self._proc is not None else None
+
+    def running(self) -> bool:
+        """Whether the child is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the child (appending to its log)."""
+        if self.running():
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as out:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        log.debug("started %s (pid %s)", self.name, self._proc.pid)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the child's output."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def exit_code(self) -> int | None:
+        """The exit code once the child has ended."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the child's process group."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, sig)
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds; wait for the exit."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self.kill(signal.SIGTERM)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + grace
+            while proc.poll() is None and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            if proc.poll() is None:
+                self.kill(signal.SIGKILL)
+                while proc.poll() is None:
+                    await asyncio.sleep(0.02)
+        log.debug("stopped %s (exit %s)", self.name, proc.returncode)

@@ -1,0 +1,191 @@
+"""Command-line settings shared by every component: parsing, validation, env fallback.
+
+Each component declares its flags with :class:`FlagParser` and the groups
+here (kube access, leader election, HTTP serving).  Every flag can also be
+set from the environment (``--leader-elect-retry-period`` ↔
+``<PREFIX>_LEADER_ELECT_RETRY_PERIOD``).  Parsing never exits the process:
+a bad value raises :class:`SettingsError` with one clear message, and the
+component's ``main`` prints it and returns exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from clusterhealth_core import election
+from clusterhealth_core.kube import config, errors
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class SettingsError(ValueError):
+    """A flag, environment variable or file given to a component is unusable."""
+
+
+def duration(text: str) -> float:
+    """Parse ``500ms``, ``5s``, ``1.5m``, ``1h`` or plain seconds into seconds (> 0)."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 500ms, 5s, 1m)")
+    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the duration must be > 0")
+    return seconds
+
+
+def fraction(text: str) -> float:
+    """Parse a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return value
+
+
+def port(text: str) -> int:
+    """Parse a TCP port (0 picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return value
+
+
+def boolean(text: str) -> bool:
+    """Parse true/false (also 1/0, yes/no)."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false)")
+
+
+class FlagParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that raises :class:`SettingsError` and reads env fallbacks."""
+
+    def __init__(self, *args: Any, env_prefix: str, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.env_prefix = env_prefix
+
+    def error(self, message: str) -> NoReturn:
+        """Raise instead of printing usage and exiting."""
+        raise SettingsError(message)
+
+    def env_name(self, flag: str) -> str:
+        """The environment variable that stands in for ``flag``."""
+        return f"{self.env_prefix}_{flag.lstrip('-').replace('-', '_').upper()}"
+
+    def parse(
+        self, argv: Sequence[str] | None, environ: Mapping[str, str] | None = None
+    ) -> argparse.Namespace:
+        """Parse ``argv`` with environment fallbacks; validate every value."""
+        environ = os.environ if environ is None else environ
+        from_env: list[str] = []
+        given = set(argv or [])
+        given |= {arg.split("=", 1)[0] for arg in (argv or []) if arg.startswith("--")}
+        for action in self._actions:
+            flags = [o for o in action.option_strings if o.startswith("--")]
+            if not flags or action.dest == "help" or any(f in given for f in flags):
+                continue
+            value = environ.get(self.env_name(flags[0]))
+            if value is None:
+                continue
+            if action.nargs == 0:
+                if boolean(value):
+                    from_env.append(flags[0])
+            else:
+                from_env.append(f"{flags[0]}={value}")
+        return self.parse_args([*from_env, *(argv or [])])
+
+
+def add_kube_flags(parser: argparse.ArgumentParser, prefix: str = "", what: str = "") -> None:
+    """``--<prefix>kubeconfig`` and ``--<prefix>context`` for one API server."""
+    target = what or "the API server"
+    parser.add_argument(
+        f"--{prefix}kubeconfig", default=None,
+        help=f"kubeconfig for {target} (default: in-cluster service account)",
+    )
+    parser.add_argument(f"--{prefix}context", default=None, help=f"kubeconfig context for {target}")
+
+
+def credentials_from(kubeconfig: str | None, context: str | None) -> config.Credentials:
+    """Load credentials, turning every kube config problem into a :class:`SettingsError`."""
+    try:
+        if kubeconfig:
+            return config.load_kubeconfig(kubeconfig, context)
+        return config.in_cluster()
+    except errors.ConfigError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def add_leader_election_flags(
+    parser: argparse.ArgumentParser, default_name: str, default_namespace: str = "kube-system"
+) -> None:
+    """Karmada's leader-election flags (defaults 15 s / 10 s / 2 s)."""
+    group = parser.add_argument_group("leader election")
+    group.add_argument("--leader-elect", type=boolean, default=True,
+                       help="elect a leader so that only one replica works")
+    group.add_argument("--leader-elect-lease-duration", type=duration, default=15.0,
+                       help="how long candidates wait after the last renewal before taking over")
+    group.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0,
+                       help="the leader stops leading when it could not renew for this long")
+    group.add_argument("--leader-elect-retry-period", type=duration, default=2.0,
+                       help="pause between attempts to acquire or renew")
+    group.add_argument("--leader-elect-resource-name", default=default_name,
+                       help="name of the Lease")
+    group.add_argument("--leader-elect-resource-namespace", default=default_namespace,
+                       help="namespace of the Lease")
+    group.add_argument("--leader-elect-identity", default=None,
+                       help="this replica's identity (default: <hostname>_<random>)")
+
+
+def election_config_from(args: argparse.Namespace) -> election.ElectionConfig:
+    """Build and validate the election config from parsed flags."""
+    extra: dict[str, Any] = {}
+    if args.leader_elect_identity:
+        extra["identity"] = args.leader_elect_identity
+    try:
+        return election.ElectionConfig(
+            lease_name=args.leader_elect_resource_name,
+            lease_namespace=args.leader_elect_resource_namespace,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+            **extra,
+        )
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def add_serving_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
+    """Where ``/metrics``, ``/healthz`` and ``/readyz`` are served."""
+    group = parser.add_argument_group("serving")
+    group.add_argument("--bind-address", default="0.0.0.0", help="address for the HTTP server")
+    group.add_argument("--healthz-port", type=port, default=default_port,
+                       help="port serving /healthz, /readyz and /metrics")
+
+
+def run_main(
+    name: str, parse: Callable[[Sequence[str] | None], Any], run: Callable[[Any], int],
+    argv: Sequence[str] | None,
+) -> int:
+    """Parse settings, print one clear message on failure (exit 2), else run."""
+    import sys
+
+    try:
+        parsed = parse(argv)
+    except SettingsError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    return run(parsed)

@@ -1,0 +1,57 @@
+"""Session-wide fixtures: one real local environment (etcd + kube-apiservers).
+
+The environment starts once per test session and is always stopped, also
+when tests fail.  A missing binary is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+
+from clusterhealth_core.kube import client as kube
+from clusterhealth_localenv import environment
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+HELPERS = pathlib.Path(__file__).resolve().parent / "helpers"
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[environment.LocalEnvironment]:
+    config = environment.EnvironmentConfig(members=("member1", "member2"))
+    async with environment.LocalEnvironment(config) as local:
+        yield local
+
+
+@pytest.fixture
+async def cp(env: environment.LocalEnvironment) -> AsyncIterator[kube.ApiClient]:
+    async with env.client() as api:
+        yield api
+
+
+@pytest.fixture
+async def members(
+    env: environment.LocalEnvironment,
+) -> AsyncIterator[dict[str, kube.ApiClient]]:
+    clients = {name: env.client(name) for name in env.members}
+    try:
+        yield clients
+    finally:
+        for api in clients.values():
+            await api.close()
+
+
+@pytest.fixture
+def python_env() -> dict[str, str]:
+    """Environment for child Python processes that import the project."""
+    paths = [str(REPO / p) for p in ("core", "agent", "remedy", "mci-provider", "controlplane")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(HELPERS)])}
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

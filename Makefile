@@ -1,0 +1,27 @@
+# clusterhealth: the two commands a newcomer needs are `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SOURCES := core agent remedy mci-provider controlplane
+LINT_PATHS := $(SOURCES) tests bench
+
+.PHONY: setup demo test lint unit bench clean
+
+setup:
+	@./scripts/bootstrap.sh
+
+demo: setup
+	$(PY) -m clusterhealth_localenv.demo
+
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy $(SOURCES) bench
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: setup
+	$(PY) -m bench.foundation
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Install everything clusterhealth needs on a fresh machine, idempotently:
+# Debian packages (apt-get update first), a Python virtualenv with the project
+# and its dev tools, and the Kubernetes binaries (built from the Go module
+# proxy, cached in ~/.cache/clusterhealth keyed by version).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+# Debian packages the tests and the demo use (command -> package).
+DEBIAN=(
+  "make:make"
+  "git:git"
+  "curl:curl"
+)
+
+missing=()
+for entry in "${DEBIAN[@]}"; do
+  cmd=${entry%%:*}; pkg=${entry##*:}
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "bootstrap: Python >= 3.11 is required ($PYTHON is $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+
+stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "bootstrap: creating $VENV and installing Python packages"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e '.[dev]'
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+# The packages live in one folder per component; tools that do not run
+# setuptools' import hook (mypy, import-linter) find them through this .pth.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+: > "$site/clusterhealth-sources.pth"
+for root in core agent remedy mci-provider controlplane; do
+  echo "$PWD/$root" >> "$site/clusterhealth-sources.pth"
+done
+
+# Go is needed to build kube-apiserver, etcd and helm (once; then cached).
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
+"$VENV/bin/python" -m clusterhealth_localenv.binaries

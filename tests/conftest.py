@@ -17,7 +17,6 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_localenv import environment
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-HELPERS = pathlib.Path(__file__).resolve().parent / "helpers"
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +48,7 @@ async def members(
 def python_env() -> dict[str, str]:
     """Environment for child Python processes that import the project."""
     paths = [str(REPO / p) for p in ("core", "agent", "remedy", "mci-provider", "controlplane")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(HELPERS)])}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 @pytest.fixture

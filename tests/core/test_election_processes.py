@@ -58,7 +58,7 @@ class Elector:
 def _spawn(python: str, env: dict[str, str], kubeconfig: str, lease: str, identity: str
            ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [python, "-u", "-m", "elector_process", "--kubeconfig", kubeconfig, "--lease", lease,
+        [python, "-u", "-m", "clusterhealth_localenv.elector", "--kubeconfig", kubeconfig, "--lease", lease,
          "--identity", identity, "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
          "--retry-period", str(RETRY)],
         stdout=subprocess.PIPE, text=True, env=env, bufsize=1,

@@ -1,6 +1,7 @@
 """An asyncio client for the Kubernetes API, small enough for a DaemonSet.
 
-It speaks JSON over aiohttp and knows nothing about particular kinds beyond
+It speaks JSON over :mod:`~clusterhealth_core.kube.transport` (HTTP/1.1 on
+asyncio streams) and knows nothing about particular kinds beyond
 :class:`~clusterhealth_core.kube.resources.Resource`.  Transient failures
 (connection errors, 429, 5xx) are retried with :class:`~clusterhealth_core.retry.Backoff`;
 everything else surfaces as a typed :mod:`~clusterhealth_core.kube.errors` error.
@@ -14,11 +15,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
-import aiohttp
 import yaml
 
 from clusterhealth_core import retry
-from clusterhealth_core.kube import config, errors, resources
+from clusterhealth_core.kube import config, errors, resources, transport
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,15 @@ class ApiClient:
         timeout: float = 10.0,
         backoff: retry.Backoff = retry.Backoff(),
         user_agent: str = "clusterhealth",
-        max_connections: int = 16,
+        max_idle: int = 4,
     ) -> None:
         self.credentials = credentials
         self.timeout = timeout
         self.backoff = backoff
         self._tokens = config.TokenSource(credentials)
         self._user_agent = user_agent
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self._max_idle = max_idle
+        self._transport: transport.HttpTransport | None = None
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -75,21 +75,20 @@ class ApiClient:
 
     async def close(self) -> None:
         """Close the connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.close()
+            self._transport = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                ssl=self.credentials.ssl_context(), limit=self._max_connections
+    def _get_transport(self) -> transport.HttpTransport:
+        if self._transport is None:
+            context = self.credentials.ssl_context()
+            self._transport = transport.HttpTransport(
+                self.credentials.server,
+                context if not isinstance(context, bool) else None,
+                max_idle=self._max_idle,
+                user_agent=self._user_agent,
             )
-            self._session = aiohttp.ClientSession(
-                base_url=self.credentials.server,
-                connector=connector,
-                headers={"User-Agent": self._user_agent},
-            )
-        return self._session
+        return self._transport
 
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -147,27 +146,20 @@ class ApiClient:
         headers: Mapping[str, str],
         timeout: float | None,
     ) -> Any:
-        session = self._get_session()
-        client_timeout = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        http = self._get_transport()
         try:
-            async with session.request(
-                method, path, params=params, data=data, headers=headers, timeout=client_timeout
-            ) as response:
-                raw = await response.read()
-                status = response.status
-        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            async with asyncio.timeout(timeout or self.timeout):
+                response = await http.request(
+                    method, path, query=params, headers=headers, body=data
+                )
+        except (TimeoutError, OSError) as exc:
             raise errors.Unreachable(
                 f"{self.credentials.server} unreachable ({method} {path}): "
                 f"{exc.__class__.__name__}: {exc}"
             ) from exc
-        decoded: Any = None
-        if raw:
-            try:
-                decoded = json.loads(raw)
-            except ValueError:
-                decoded = raw.decode(errors="replace")
-        if status >= 400:
-            raise errors.from_status(status, decoded)
+        decoded = _decode(response.body)
+        if response.status >= 400:
+            raise errors.from_status(response.status, decoded)
         return decoded
 
     # --- verbs ----------------------------------------------------------
@@ -316,24 +308,15 @@ class ApiClient:
             params["resourceVersion"] = resource_version
         if label_selector:
             params["labelSelector"] = label_selector
-        session = self._get_session()
-        client_timeout = aiohttp.ClientTimeout(
-            total=None, connect=self.timeout, sock_read=timeout_seconds + 30
-        )
+        http = self._get_transport()
         try:
-            async with session.get(
-                resource.path(namespace=namespace), params=params,
-                headers=self._headers(None), timeout=client_timeout,
+            async with http.stream(
+                "GET", resource.path(namespace=namespace), query=params,
+                headers=self._headers(None), timeout=self.timeout,
             ) as response:
                 if response.status >= 400:
-                    raw = await response.read()
-                    body: Any = None
-                    try:
-                        body = json.loads(raw)
-                    except ValueError:
-                        body = raw.decode(errors="replace")
-                    raise errors.from_status(response.status, body)
-                async for line in response.content:
+                    raise errors.from_status(response.status, _decode(await response.read_all()))
+                async for line in response.lines(idle_timeout=timeout_seconds + 30):
                     if not line.strip():
                         continue
                     event = json.loads(line)
@@ -341,10 +324,19 @@ class ApiClient:
                         status = event.get("object", {})
                         raise errors.from_status(int(status.get("code", 500)), status)
                     yield WatchEvent(str(event["type"]), event["object"])
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise errors.Unreachable(
                 f"{self.credentials.server}: watch of {resource.plural} broke: {exc}"
             ) from exc
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
 
 
 def names(items: Sequence[Mapping[str, Any]]) -> list[str]:

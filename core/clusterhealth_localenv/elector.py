@@ -1,5 +1,8 @@
 """A process that campaigns for a Lease and prints when it starts/stops leading.
 
+Used by the election tests and the take-over benchmark (``python -m
+clusterhealth_localenv.elector``): several of them on one Lease show who leads.
+
 Each line is JSON with ``time.monotonic()`` (CLOCK_MONOTONIC is shared by all
 processes on the machine, so tests can compare the lines of several processes).
 SIGTERM is a graceful stop: the leader's work is cancelled and the lease released.
@@ -20,11 +23,13 @@ from clusterhealth_core.kube import config
 
 
 def emit(event: str, identity: str) -> None:
+    """Print one JSON event line."""
     print(json.dumps({"event": event, "id": identity, "t": time.monotonic()}), flush=True)
 
 
 async def main() -> int:
-    parser = argparse.ArgumentParser()
+    """Campaign until SIGTERM; print JSON lines."""
+    parser = argparse.ArgumentParser(prog="clusterhealth-elector")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lease", required=True)
     parser.add_argument("--identity", required=True)

@@ -1,0 +1,129 @@
+"""The HTTP/1.1 transport against small real servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import prometheus_client
+import pytest
+
+from clusterhealth_core import serving
+from clusterhealth_core.kube import transport
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[int]:
+    srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+    try:
+        yield int(srv.sockets[0].getsockname()[1])
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = await reader.readline()
+        if not line:
+            return head
+        head += line
+    return head
+
+
+async def test_chunked_body_and_keep_alive() -> None:
+    connections = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while (await _read_request(reader)):
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    async with server(handle) as port:
+        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        first = await http.request("GET", "/a")
+        second = await http.request("GET", "/b")
+        await http.close()
+    assert first.body == second.body == b"hello world"
+    assert connections == 1  # the second request reused the connection
+
+
+async def test_server_closing_idle_connection_is_retried_on_a_new_one() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()  # keep-alive promised, then closed: the next reuse must recover
+
+    async with server(handle) as port:
+        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        assert (await http.request("GET", "/")).body == b"ok"
+        await asyncio.sleep(0.05)
+        assert (await http.request("GET", "/")).body == b"ok"
+        await http.close()
+
+
+async def test_stream_lines_split_across_chunks() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in (b'{"a":', b'1}\n{"b"', b":2}\n"):
+            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async with server(handle) as port:
+        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        async with http.stream("GET", "/watch") as response:
+            lines = [line async for line in response.lines(idle_timeout=5)]
+    assert lines == [b'{"a":1}', b'{"b":2}']
+
+
+async def test_refused_connection_is_a_transport_error() -> None:
+    async with server(_read_request_and_close) as port:
+        pass  # closed: nothing listens on the port any more
+    http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+    with pytest.raises(transport.TransportError):
+        await http.request("GET", "/")
+
+
+async def _read_request_and_close(reader: asyncio.StreamReader,
+                                  writer: asyncio.StreamWriter) -> None:
+    writer.close()
+
+
+async def test_health_server_endpoints() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    prometheus_client.Counter("demo_events", "events", registry=registry).inc(3)
+    health = serving.HealthServer(registry, host="127.0.0.1", port=0)
+    ready = {"value": False}
+    health.add_liveness("loop", lambda: (True, "running"))
+    health.add_readiness("synced", lambda: (ready["value"], "informer synced"))
+    await health.start()
+    try:
+        http = transport.HttpTransport(f"http://127.0.0.1:{health.bound_port}", None)
+        metrics = await http.request("GET", "/metrics")
+        assert b"demo_events_total 3.0" in metrics.body
+        assert (await http.request("GET", "/healthz")).status == 200
+        not_ready = await http.request("GET", "/readyz")
+        assert not_ready.status == 503
+        assert b"[-]synced failed: informer synced" in not_ready.body
+        ready["value"] = True
+        verbose = await http.request("GET", "/readyz", query={"verbose": ""})
+        assert verbose.status == 200 and b"[+]synced ok" in verbose.body
+        assert (await http.request("GET", "/nope")).status == 404
+        assert (await http.request("POST", "/healthz", body=b"")).status == 405
+        await http.close()
+    finally:
+        await health.stop()

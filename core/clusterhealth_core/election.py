@@ -247,7 +247,8 @@ class LeaderElector:
         return self.config.retry_period * self._rng.uniform(0.8, 1.0)
 
     async def _attempt(self, deadline: float | None = None) -> bool:
-        limit = self.config.renew_deadline if deadline is None else deadline - self.clock.monotonic()
+        now = self.clock.monotonic()
+        limit = self.config.renew_deadline if deadline is None else deadline - now
         if limit <= 0:
             return False
         try:

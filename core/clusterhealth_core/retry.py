@@ -33,4 +33,5 @@ class Backoff:
         return base * (1 + spread)
 
 
+DEFAULT = Backoff()
 NO_RETRY = Backoff(attempts=1)

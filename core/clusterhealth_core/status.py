@@ -34,7 +34,7 @@ def live_conditions(obj: Mapping[str, Any]) -> tuple[meta.Condition, ...]:
 def keep_transition_times(
     live: Iterable[meta.Condition], desired: Sequence[meta.Condition]
 ) -> list[meta.Condition]:
-    """``desired``, with ``lastTransitionTime`` taken from ``live`` where the status is unchanged."""
+    """``desired``, keeping ``live``'s ``lastTransitionTime`` where the status is unchanged."""
     current = tuple(live)
     result = []
     for condition in desired:
@@ -54,7 +54,7 @@ async def apply_status(
     field_manager: str,
     namespace: str | None = None,
 ) -> dict[str, Any]:
-    """Server-side apply ``status`` (only the fields this manager owns) to the status subresource."""
+    """Server-side apply ``status`` (the fields this manager owns) to the status subresource."""
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace

@@ -180,7 +180,8 @@ def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
         gobin = pathlib.Path(tmp) / "bin"
         _run(
             [go, "install", "-trimpath", "-ldflags=-s -w", f"helm.sh/helm/v3/cmd/helm@{version}"],
-            pathlib.Path(tmp), f"helm {version}", {"GOBIN": str(gobin), "GOFLAGS": "-buildvcs=false"},
+            pathlib.Path(tmp), f"helm {version}",
+            {"GOBIN": str(gobin), "GOFLAGS": "-buildvcs=false"},
         )
         helm.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(gobin / "helm"), helm)

@@ -8,14 +8,13 @@ not only at sampled ones.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-
-import pytest
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
@@ -58,8 +57,8 @@ class Elector:
 def _spawn(python: str, env: dict[str, str], kubeconfig: str, lease: str, identity: str
            ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [python, "-u", "-m", "clusterhealth_localenv.elector", "--kubeconfig", kubeconfig, "--lease", lease,
-         "--identity", identity, "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
+        [python, "-u", "-m", "clusterhealth_localenv.elector", "--kubeconfig", kubeconfig,
+         "--lease", lease, "--identity", identity, "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
          "--retry-period", str(RETRY)],
         stdout=subprocess.PIPE, text=True, env=env, bufsize=1,
     )
@@ -71,8 +70,9 @@ async def _wait_for(electors: list[Elector], predicate: str, after: float, timeo
     while time.monotonic() < deadline:
         for elector in electors:
             for event in elector.events:
-                if event["event"] == predicate and float(event["t"]) > after:  # type: ignore[arg-type]
-                    return elector, float(event["t"])  # type: ignore[arg-type]
+                t = float(event["t"])  # type: ignore[arg-type]
+                if event["event"] == predicate and t > after:
+                    return elector, t
         await asyncio.sleep(0.05)
     raise AssertionError(f"no elector reported {predicate!r} within {timeout}s")
 
@@ -87,7 +87,7 @@ async def test_three_electors_failover_and_graceful_handover(
                 for i in range(3)]
     readers = [asyncio.get_running_loop().run_in_executor(None, e.drain) for e in electors]
     try:
-        first, t_first = await _wait_for(electors, "start", 0.0, timeout=30)
+        first, _ = await _wait_for(electors, "start", 0.0, timeout=30)
 
         # kill -9 of the leader: another leads within lease duration + retry period.
         first.killed_at = time.monotonic()
@@ -126,6 +126,6 @@ async def test_three_electors_failover_and_graceful_handover(
     # At every instant at most one process believed it led.
     spans = sorted(span for e in electors for span in e.intervals())
     assert len(spans) == 3, spans
-    for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (next_start, _) in itertools.pairwise(spans):
         assert end <= next_start, f"overlapping leadership: {spans}"
     assert second.events[-1]["event"] == "exit"

@@ -85,7 +85,8 @@ def test_not_in_cluster_without_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> N
 
 async def test_unreachable_server_is_one_clear_error() -> None:
     creds = config.Credentials(server="https://127.0.0.1:1", insecure_skip_tls_verify=True)
-    async with kube.ApiClient(creds, backoff=retry.Backoff(initial=0.01, maximum=0.02, attempts=2)) as api:
+    fast = retry.Backoff(initial=0.01, maximum=0.02, attempts=2)
+    async with kube.ApiClient(creds, backoff=fast) as api:
         with pytest.raises(errors.Unreachable, match=r"127\.0\.0\.1:1 unreachable"):
             await api.request("GET", "/version")
 

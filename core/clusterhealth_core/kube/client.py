@@ -55,7 +55,7 @@ class ApiClient:
         credentials: config.Credentials,
         *,
         timeout: float = 10.0,
-        backoff: retry.Backoff = retry.Backoff(),
+        backoff: retry.Backoff = retry.DEFAULT,
         user_agent: str = "clusterhealth",
         max_idle: int = 4,
     ) -> None:
@@ -259,8 +259,10 @@ class ApiClient:
         subresource: str | None = None,
         force: bool = True,
     ) -> Object:
-        """Server-side apply: the server merges ``body`` and records ``field_manager``
-        as the owner of exactly the fields in it (conditions are merged by ``type``).
+        """Server-side apply ``body`` as ``field_manager``.
+
+        The server merges it and records the manager as the owner of exactly the
+        fields in it (conditions are merged by ``type``).
         """
         meta = body.get("metadata", {})
         full = {"apiVersion": resource.api_version, "kind": resource.kind, **body}

@@ -1,0 +1,227 @@
+"""The ``networking.karmada.io/v1alpha1`` MultiClusterIngress (short name ``mci``).
+
+Its spec is a ``networking.k8s.io/v1`` IngressSpec; its status adds the member
+clusters behind each backend Service (``serviceLocations``) and the clusters
+whose traffic must be blocked (``trafficBlockClusters``).  The MCI provider
+reads both to program a load balancer that skips the blocked clusters.
+"""
+
+import dataclasses
+import enum
+
+from clusterhealth_core.api import groups, meta, wire
+
+QUALIFIED_NAME_PATTERN = meta.CONDITION_TYPE_PATTERN
+"""``foo.example.com/CamelCase`` or ``CamelCase`` (IngressPortStatus.error)."""
+
+
+class PathType(enum.StrEnum):
+    """networking.k8s.io/v1 PathType."""
+
+    EXACT = "Exact"
+    PREFIX = "Prefix"
+    IMPLEMENTATION_SPECIFIC = "ImplementationSpecific"
+
+
+class Protocol(enum.StrEnum):
+    """corev1.Protocol."""
+
+    TCP = "TCP"
+    UDP = "UDP"
+    SCTP = "SCTP"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServiceBackendPort(wire.Model):
+    """A Service port, by name or by number (exactly one)."""
+
+    name: str | None = dataclasses.field(default=None, metadata=wire.json("name"))
+    number: int | None = dataclasses.field(
+        default=None, metadata=wire.json("number", fmt="int32", minimum=1, maximum=65535)
+    )
+
+    def check(self, path: str) -> None:
+        """Exactly one of ``name`` and ``number``."""
+        if (self.name is None) == (self.number is None):
+            raise wire.ValidationError(path, "exactly one of name or number must be set")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressServiceBackend(wire.Model):
+    """A Service (in the MCI's namespace) and port to send traffic to."""
+
+    name: str = dataclasses.field(metadata=wire.json("name", min_length=1))
+    port: ServiceBackendPort = dataclasses.field(metadata=wire.json("port"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TypedLocalObjectReference(wire.Model):
+    """A non-Service backend object in the MCI's namespace."""
+
+    api_group: str | None = dataclasses.field(default=None, metadata=wire.json("apiGroup"))
+    kind: str = dataclasses.field(metadata=wire.json("kind", min_length=1))
+    name: str = dataclasses.field(metadata=wire.json("name", min_length=1))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressBackend(wire.Model):
+    """Where matching requests go: a Service or a resource (exactly one)."""
+
+    service: IngressServiceBackend | None = dataclasses.field(
+        default=None, metadata=wire.json("service")
+    )
+    resource: TypedLocalObjectReference | None = dataclasses.field(
+        default=None, metadata=wire.json("resource")
+    )
+
+    def check(self, path: str) -> None:
+        """Exactly one of ``service`` and ``resource``."""
+        if (self.service is None) == (self.resource is None):
+            raise wire.ValidationError(path, "exactly one of service or resource must be set")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressTLS(wire.Model):
+    """TLS termination for some hosts."""
+
+    hosts: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=wire.json("hosts", list_type="atomic")
+    )
+    secret_name: str | None = dataclasses.field(default=None, metadata=wire.json("secretName"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HTTPIngressPath(wire.Model):
+    """A path and the backend serving it."""
+
+    path: str | None = dataclasses.field(default=None, metadata=wire.json("path"))
+    path_type: PathType = dataclasses.field(metadata=wire.json("pathType"))
+    backend: IngressBackend = dataclasses.field(metadata=wire.json("backend"))
+
+    def check(self, path: str) -> None:
+        """A set path is absolute; only ImplementationSpecific may omit it."""
+        if self.path is None:
+            if self.path_type is not PathType.IMPLEMENTATION_SPECIFIC:
+                raise wire.ValidationError(
+                    f"{path}.path", f"required when pathType is {self.path_type.value}"
+                )
+        elif not self.path.startswith("/"):
+            raise wire.ValidationError(f"{path}.path", "must be an absolute path (start with /)")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HTTPIngressRuleValue(wire.Model):
+    """The HTTP paths of one rule."""
+
+    paths: tuple[HTTPIngressPath, ...] = dataclasses.field(
+        metadata=wire.json("paths", list_type="atomic")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressRule(wire.Model):
+    """Paths for one host (or for every host when ``host`` is absent)."""
+
+    host: str | None = dataclasses.field(default=None, metadata=wire.json("host"))
+    http: HTTPIngressRuleValue | None = dataclasses.field(default=None, metadata=wire.json("http"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressSpec(wire.Model):
+    """networking.k8s.io/v1 IngressSpec."""
+
+    ingress_class_name: str | None = dataclasses.field(
+        default=None, metadata=wire.json("ingressClassName")
+    )
+    default_backend: IngressBackend | None = dataclasses.field(
+        default=None, metadata=wire.json("defaultBackend")
+    )
+    tls: tuple[IngressTLS, ...] = dataclasses.field(
+        default=(), metadata=wire.json("tls", list_type="atomic")
+    )
+    rules: tuple[IngressRule, ...] = dataclasses.field(
+        default=(), metadata=wire.json("rules", list_type="atomic")
+    )
+
+    def check(self, path: str) -> None:
+        """Kubernetes requires rules or a default backend."""
+        if not self.rules and self.default_backend is None:
+            raise wire.ValidationError(path, "either defaultBackend or rules must be specified")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressPortStatus(wire.Model):
+    """The state of one load-balancer port."""
+
+    port: int = dataclasses.field(metadata=wire.json("port", fmt="int32"))
+    protocol: Protocol = dataclasses.field(metadata=wire.json("protocol"))
+    error: str | None = dataclasses.field(
+        default=None, metadata=wire.json("error", pattern=QUALIFIED_NAME_PATTERN, max_length=316)
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressLoadBalancerIngress(wire.Model):
+    """One load-balancer ingress point."""
+
+    ip: str | None = dataclasses.field(default=None, metadata=wire.json("ip"))
+    hostname: str | None = dataclasses.field(default=None, metadata=wire.json("hostname"))
+    ports: tuple[IngressPortStatus, ...] = dataclasses.field(
+        default=(), metadata=wire.json("ports", list_type="atomic")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IngressLoadBalancerStatus(wire.Model):
+    """The load balancer's ingress points."""
+
+    ingress: tuple[IngressLoadBalancerIngress, ...] = dataclasses.field(
+        default=(), metadata=wire.json("ingress", list_type="atomic")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServiceLocation(wire.Model):
+    """The member clusters running one backend Service."""
+
+    name: str = dataclasses.field(metadata=wire.json("name", min_length=1))
+    clusters: tuple[str, ...] = dataclasses.field(default=(), metadata=wire.json("clusters"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiClusterIngressStatus(wire.Model):
+    """IngressStatus plus where backends run and which clusters are blocked."""
+
+    load_balancer: IngressLoadBalancerStatus = dataclasses.field(
+        default_factory=IngressLoadBalancerStatus, metadata=wire.json("loadBalancer")
+    )
+    traffic_block_clusters: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=wire.json("trafficBlockClusters")
+    )
+    service_locations: tuple[ServiceLocation, ...] = dataclasses.field(
+        default=(),
+        metadata=wire.json("serviceLocations", list_type="map", list_map_keys=("name",)),
+    )
+    conditions: tuple[meta.Condition, ...] = dataclasses.field(
+        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiClusterIngress(wire.Model):
+    """networking.karmada.io/v1alpha1 MultiClusterIngress (namespaced)."""
+
+    api_version: str = dataclasses.field(
+        default=groups.MCI_API_VERSION,
+        metadata=wire.json("apiVersion", const=groups.MCI_API_VERSION),
+    )
+    kind: str = dataclasses.field(
+        default=groups.MCI_KIND, metadata=wire.json("kind", const=groups.MCI_KIND)
+    )
+    metadata: meta.ObjectMeta = dataclasses.field(
+        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
+    )
+    spec: IngressSpec = dataclasses.field(metadata=wire.json("spec"))
+    status: MultiClusterIngressStatus = dataclasses.field(
+        default_factory=MultiClusterIngressStatus, metadata=wire.json("status")
+    )

@@ -1,0 +1,131 @@
+"""The ``remedy.karmada.io/v1alpha1`` Remedy: which actions to take on which clusters.
+
+A Remedy says "when a cluster in this affinity has a condition matching one of
+these decision matches (or immediately, when there are none), perform these
+actions".  The remedy controller evaluates it per Cluster.  Beyond Karmada,
+the Remedy has a status listing the clusters it is currently active on, so an
+operator can see what a Remedy is doing without reading every Cluster.
+"""
+
+import dataclasses
+import datetime
+import enum
+
+from clusterhealth_core.api import groups, meta, wire
+
+
+class ClusterConditionOperator(enum.StrEnum):
+    """How a cluster condition's status is compared with ``conditionStatus``."""
+
+    EQUAL = groups.OPERATOR_EQUAL
+    NOT_EQUAL = groups.OPERATOR_NOT_EQUAL
+
+
+class RemedyAction(enum.StrEnum):
+    """An action the remedy system can perform on a cluster."""
+
+    TRAFFIC_CONTROL = groups.ACTION_TRAFFIC_CONTROL
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterAffinity(wire.Model):
+    """The clusters a Remedy applies to.
+
+    An absent ``spec.clusterAffinity`` selects every cluster; a present one
+    selects exactly ``clusterNames`` (none when empty), as in Karmada.
+    """
+
+    cluster_names: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=wire.json("clusterNames")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterConditionRequirement(wire.Model):
+    """A requirement on one condition of the Cluster's status."""
+
+    condition_type: str = dataclasses.field(metadata=wire.json("conditionType", min_length=1))
+    operator: ClusterConditionOperator = dataclasses.field(metadata=wire.json("operator"))
+    condition_status: str = dataclasses.field(metadata=wire.json("conditionStatus"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecisionMatch(wire.Model):
+    """One way a Remedy can be triggered; exactly one kind of match must be set.
+
+    ``clusterConditionMatch`` is the only kind today.  It is optional on the
+    wire (room for future kinds, as in Karmada), but an empty match would never
+    fire, so it is rejected (``minProperties: 1`` in the CRD).
+    """
+
+    cluster_condition_match: ClusterConditionRequirement | None = dataclasses.field(
+        default=None, metadata=wire.json("clusterConditionMatch")
+    )
+
+    def check(self, path: str) -> None:
+        """Reject a match with no requirement in it."""
+        if self.cluster_condition_match is None:
+            raise wire.ValidationError(path, "must set clusterConditionMatch")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RemedySpec(wire.Model):
+    """The desired behaviour of a Remedy."""
+
+    cluster_affinity: ClusterAffinity | None = dataclasses.field(
+        default=None, metadata=wire.json("clusterAffinity")
+    )
+    decision_matches: tuple[DecisionMatch, ...] = dataclasses.field(
+        default=(), metadata=wire.json("decisionMatches", min_items=1)
+    )
+    """Any match triggers the actions; absent means act immediately.
+
+    An empty list is rejected: Karmada treats ``[]`` as "never" but an absent
+    field as "immediately", a difference too subtle to accept silently.
+    """
+    actions: tuple[RemedyAction, ...] = dataclasses.field(default=(), metadata=wire.json("actions"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ActiveCluster(wire.Model):
+    """A cluster on which the Remedy is currently active."""
+
+    cluster: str = dataclasses.field(metadata=wire.json("cluster", min_length=1))
+    matched_condition: ClusterConditionRequirement | None = dataclasses.field(
+        default=None, metadata=wire.json("matchedCondition")
+    )
+    """The decision match that holds; absent for an immediate Remedy."""
+    since: datetime.datetime = dataclasses.field(metadata=wire.json("since"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RemedyStatus(wire.Model):
+    """Observed state of a Remedy, written by the remedy controller."""
+
+    conditions: tuple[meta.Condition, ...] = dataclasses.field(
+        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
+    )
+    active_clusters: tuple[ActiveCluster, ...] = dataclasses.field(
+        default=(),
+        metadata=wire.json("activeClusters", list_type="map", list_map_keys=("cluster",)),
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Remedy(wire.Model):
+    """remedy.karmada.io/v1alpha1 Remedy (cluster-scoped)."""
+
+    api_version: str = dataclasses.field(
+        default=groups.REMEDY_API_VERSION,
+        metadata=wire.json("apiVersion", const=groups.REMEDY_API_VERSION),
+    )
+    kind: str = dataclasses.field(
+        default=groups.REMEDY_KIND, metadata=wire.json("kind", const=groups.REMEDY_KIND)
+    )
+    metadata: meta.ObjectMeta = dataclasses.field(
+        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
+    )
+    spec: RemedySpec = dataclasses.field(metadata=wire.json("spec"))
+    status: RemedyStatus = dataclasses.field(
+        default_factory=RemedyStatus, metadata=wire.json("status")
+    )

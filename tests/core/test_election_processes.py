@@ -58,8 +58,8 @@ def _spawn(python: str, env: dict[str, str], kubeconfig: str, lease: str, identi
            ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [python, "-u", "-m", "clusterhealth_localenv.elector", "--kubeconfig", kubeconfig,
-         "--lease", lease, "--identity", identity, "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
-         "--retry-period", str(RETRY)],
+         "--lease", lease, "--identity", identity, "--lease-duration", str(LEASE),
+         "--renew-deadline", str(RENEW), "--retry-period", str(RETRY)],
         stdout=subprocess.PIPE, text=True, env=env, bufsize=1,
     )
 

@@ -48,10 +48,3 @@ def format_rfc3339(moment: datetime.datetime, *, micro: bool = False) -> str:
         return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-def parse_rfc3339(text: str) -> datetime.datetime:
-    """Parse ``Time``/``MicroTime`` (any offset) into an aware UTC datetime."""
-    value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    return value.astimezone(datetime.UTC)

@@ -20,6 +20,9 @@ QUANTITY_PATTERN = (
 )
 """resource.Quantity in its string form (the pattern Kubernetes CRDs use)."""
 
+INT32_MAX = 2**31 - 1
+"""The API server ignores ``format: int32``; the CRD bounds int32 fields explicitly."""
+
 Quantity = str | int
 """resource.Quantity on the wire: ``"16Gi"``, ``"500m"`` or a plain integer."""
 
@@ -104,10 +107,10 @@ class NodeSummary(wire.Model):
     """Node counts of the member cluster."""
 
     total_num: int = dataclasses.field(
-        default=0, metadata=wire.json("totalNum", fmt="int32", minimum=0)
+        default=0, metadata=wire.json("totalNum", fmt="int32", minimum=0, maximum=INT32_MAX)
     )
     ready_num: int = dataclasses.field(
-        default=0, metadata=wire.json("readyNum", fmt="int32", minimum=0)
+        default=0, metadata=wire.json("readyNum", fmt="int32", minimum=0, maximum=INT32_MAX)
     )
 
 

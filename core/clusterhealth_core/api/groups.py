@@ -5,51 +5,29 @@ they live in one place so the agent, the remedy controller, the MCI provider,
 the CRDs' tests and the local environment cannot disagree on a spelling.
 """
 
-import dataclasses
+from clusterhealth_core.kube import resources
 
+CLUSTER = resources.CLUSTERS
+CLUSTER_GROUP = CLUSTER.group
+CLUSTER_VERSION = CLUSTER.version
+CLUSTER_API_VERSION = CLUSTER.api_version
+CLUSTER_KIND = CLUSTER.kind
+CLUSTER_PLURAL = CLUSTER.plural
 
-@dataclasses.dataclass(frozen=True)
-class Resource:
-    """Where a kind is served: group, version, kind, plural and scope."""
+REMEDY = resources.REMEDIES
+REMEDY_GROUP = REMEDY.group
+REMEDY_VERSION = REMEDY.version
+REMEDY_API_VERSION = REMEDY.api_version
+REMEDY_KIND = REMEDY.kind
+REMEDY_PLURAL = REMEDY.plural
 
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        """``group/version`` as written in ``apiVersion``."""
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        """``plural.group``, the name of the CustomResourceDefinition."""
-        return f"{self.plural}.{self.group}"
-
-
-CLUSTER_GROUP = "cluster.karmada.io"
-CLUSTER_VERSION = "v1alpha1"
-CLUSTER_API_VERSION = f"{CLUSTER_GROUP}/{CLUSTER_VERSION}"
-CLUSTER_KIND = "Cluster"
-CLUSTER_PLURAL = "clusters"
-CLUSTER = Resource(CLUSTER_GROUP, CLUSTER_VERSION, CLUSTER_KIND, CLUSTER_PLURAL, False)
-
-REMEDY_GROUP = "remedy.karmada.io"
-REMEDY_VERSION = "v1alpha1"
-REMEDY_API_VERSION = f"{REMEDY_GROUP}/{REMEDY_VERSION}"
-REMEDY_KIND = "Remedy"
-REMEDY_PLURAL = "remedies"
-REMEDY = Resource(REMEDY_GROUP, REMEDY_VERSION, REMEDY_KIND, REMEDY_PLURAL, False)
-
-MCI_GROUP = "networking.karmada.io"
-MCI_VERSION = "v1alpha1"
-MCI_API_VERSION = f"{MCI_GROUP}/{MCI_VERSION}"
-MCI_KIND = "MultiClusterIngress"
-MCI_PLURAL = "multiclusteringresses"
+MCI = resources.MULTI_CLUSTER_INGRESSES
+MCI_GROUP = MCI.group
+MCI_VERSION = MCI.version
+MCI_API_VERSION = MCI.api_version
+MCI_KIND = MCI.kind
+MCI_PLURAL = MCI.plural
 MCI_SHORT_NAME = "mci"
-MCI = Resource(MCI_GROUP, MCI_VERSION, MCI_KIND, MCI_PLURAL, True)
 
 CATEGORIES = ("karmada", "clusterhealth")
 """``kubectl get karmada`` / ``kubectl get clusterhealth`` list all our kinds."""

@@ -153,7 +153,7 @@ class IngressSpec(wire.Model):
 class IngressPortStatus(wire.Model):
     """The state of one load-balancer port."""
 
-    port: int = dataclasses.field(metadata=wire.json("port", fmt="int32"))
+    port: int = dataclasses.field(metadata=wire.json("port", fmt="int32", minimum=1, maximum=65535))
     protocol: Protocol = dataclasses.field(metadata=wire.json("protocol"))
     error: str | None = dataclasses.field(
         default=None, metadata=wire.json("error", pattern=QUALIFIED_NAME_PATTERN, max_length=316)

@@ -23,12 +23,12 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar
 
+from clusterhealth_core import clock
+
 JSON_KEY = "json"
 """Field metadata key holding the camelCase wire name."""
 
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -68,8 +68,6 @@ def json(
         raise ValueError(f"{name}: list_map_keys needs list_type='map'")
     if fmt not in (None, "int32", "int64"):
         raise ValueError(f"{name}: unsupported integer format {fmt!r}")
-    if pattern is not None:
-        re.compile(pattern)
     meta: dict[str, Any] = {JSON_KEY: name}
     options: dict[str, Any] = {
         "const": const,
@@ -130,7 +128,7 @@ def parse_time(value: str) -> datetime.datetime:
     Sub-second digits are dropped: ``metav1.Time`` carries whole seconds on
     the wire, so keeping them would make a decode/encode round trip lossy.
     """
-    match = _RFC3339.match(value)
+    match = re.match(_RFC3339, value)
     if match is None:
         raise ValueError(f"not an RFC 3339 date-time: {value!r}")
     year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
@@ -141,7 +139,10 @@ def parse_time(value: str) -> datetime.datetime:
         sign = 1 if zone[0] == "+" else -1
         offset = datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
         tz = datetime.timezone(sign * offset)
-    parsed = datetime.datetime(year, month, day, hour, minute, second, tzinfo=tz)
+    try:
+        parsed = datetime.datetime(year, month, day, hour, minute, second, tzinfo=tz)
+    except ValueError as error:
+        raise ValueError(f"not an RFC 3339 date-time: {value!r} ({error})") from None
     return parsed.astimezone(datetime.UTC)
 
 
@@ -149,7 +150,7 @@ def format_time(value: datetime.datetime) -> str:
     """Format an aware datetime as RFC 3339 in UTC with whole seconds (``...Z``)."""
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise ValueError(f"naive datetime {value!r}: attach a timezone (use UTC)")
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.format_rfc3339(value)
 
 
 def is_required(field: dataclasses.Field[Any]) -> bool:

@@ -25,6 +25,11 @@ class Resource:
         """``group/version``, or ``version`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def crd_name(self) -> str:
+        """``plural.group``: the name of the CustomResourceDefinition serving it."""
+        return f"{self.plural}.{self.group}"
+
     def path(
         self,
         name: str | None = None,

@@ -1,0 +1,441 @@
+"""Table tests: the seed's examples are accepted, bad input is rejected clearly.
+
+Each case runs through the Python model and through the CRD schema (the
+API-server stand-in from conftest); both must reach the expected verdict.
+"""
+
+import copy
+from typing import Any
+
+import pytest
+
+from clusterhealth_core.api import cluster, groups, mci, meta, remedy
+
+SEED_REMEDY_ON_CONDITION: dict[str, Any] = {
+    "apiVersion": "remedy.karmada.io/v1alpha1",
+    "kind": "Remedy",
+    "metadata": {"name": "foo"},
+    "spec": {
+        "decisionMatches": [
+            {
+                "clusterConditionMatch": {
+                    "conditionType": "ServiceDomainNameResolutionReady",
+                    "operator": "Equal",
+                    "conditionStatus": "False",
+                }
+            }
+        ],
+        "clusterAffinity": {"clusterNames": ["member1", "member2"]},
+        "actions": ["TrafficControl"],
+    },
+}
+
+# The seed's second (immediate) example says apiVersion
+# "rededition.karmada.io/v1alpha1", a typo in the proposal: the Remedy group is
+# remedy.karmada.io (as in its first example and its API definition), so the
+# correct group is used here; the typo'd form is checked to be rejected below.
+SEED_REMEDY_IMMEDIATE: dict[str, Any] = {
+    "apiVersion": "remedy.karmada.io/v1alpha1",
+    "kind": "Remedy",
+    "metadata": {"name": "foo"},
+    "spec": {
+        "clusterAffinity": {"clusterNames": ["member1"]},
+        "actions": ["TrafficControl"],
+    },
+}
+
+# The seed's Cluster example. Its conditions omit `reason`, which
+# metav1.Condition requires (Go always serializes it); `reason` is added here,
+# and the verbatim form is checked to be rejected below.
+SEED_CLUSTER: dict[str, Any] = {
+    "apiVersion": "cluster.karmada.io/v1alpha1",
+    "kind": "Cluster",
+    "metadata": {"name": "member1"},
+    "spec": {"apiEndpoint": "https://192.10.0.1:6443", "syncMode": "Push"},
+    "status": {
+        "conditions": [
+            {
+                "lastTransitionTime": "2024-01-25T04:05:57Z",
+                "message": "cluster is healthy and ready to accept workloads",
+                "reason": "ClusterReady",
+                "status": "True",
+                "type": "Ready",
+            },
+            {
+                "lastTransitionTime": "2024-01-25T04:05:57Z",
+                "message": "coredns function is not normal ",
+                "reason": "ServiceDomainNameResolutionFailed",
+                "status": "False",
+                "type": "ServiceDomainNameResolutionReady",
+            },
+        ]
+    },
+}
+
+MINIMAL_MCI: dict[str, Any] = {
+    "apiVersion": "networking.karmada.io/v1alpha1",
+    "kind": "MultiClusterIngress",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "rules": [
+            {
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                        }
+                    ]
+                }
+            }
+        ]
+    },
+}
+
+REMEDY_MATCH = ("spec", "decisionMatches", 0, "clusterConditionMatch")
+MCI_PATH = ("spec", "rules", 0, "http", "paths", 0)
+
+
+_DELETE = object()
+
+
+def _edit(base: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """Copy ``base`` with ``path`` set to ``value`` (deleted when value is _DELETE)."""
+    out = copy.deepcopy(base)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return out
+
+
+ACCEPTED = [
+    ("seed remedy on condition", groups.REMEDY_KIND, SEED_REMEDY_ON_CONDITION),
+    ("seed immediate remedy", groups.REMEDY_KIND, SEED_REMEDY_IMMEDIATE),
+    ("remedy for every cluster", groups.REMEDY_KIND, {"spec": {"actions": ["TrafficControl"]}}),
+    (
+        "remedy NotEqual",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "operator"), "NotEqual"),
+    ),
+    ("seed cluster (with reasons)", groups.CLUSTER_KIND, SEED_CLUSTER),
+    ("pull cluster", groups.CLUSTER_KIND, {"spec": {"syncMode": "Pull"}}),
+    ("minimal mci", groups.MCI_KIND, MINIMAL_MCI),
+    (
+        "mci implementation-specific path without path",
+        groups.MCI_KIND,
+        _edit(
+            _edit(MINIMAL_MCI, (*MCI_PATH, "pathType"), "ImplementationSpecific"),
+            (*MCI_PATH, "path"),
+            _DELETE,
+        ),
+    ),
+]
+
+# (name, kind, object, expected model message, checked by the CRD schema)
+REJECTED = [
+    (
+        "operator Bigger",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "operator"), "Bigger"),
+        "spec.decisionMatches[0].clusterConditionMatch.operator: must be one of Equal, NotEqual",
+    ),
+    (
+        "missing conditionType",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "conditionType"), _DELETE),
+        "spec.decisionMatches[0].clusterConditionMatch.conditionType: required",
+    ),
+    (
+        "empty conditionType",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "conditionType"), ""),
+        "spec.decisionMatches[0].clusterConditionMatch.conditionType: must not be empty",
+    ),
+    (
+        "missing conditionStatus",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "conditionStatus"), _DELETE),
+        "spec.decisionMatches[0].clusterConditionMatch.conditionStatus: required",
+    ),
+    (
+        "empty decisionMatches (Karmada: never; absent: immediately)",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatches"), []),
+        "spec.decisionMatches: must have at least 1 item",
+    ),
+    (
+        "decision match without a match",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatches"), [{}]),
+        "spec.decisionMatches[0]: must set clusterConditionMatch",
+    ),
+    (
+        "unknown action",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "actions"), ["Reboot"]),
+        "spec.actions[0]: must be one of TrafficControl",
+    ),
+    (
+        "remedy without spec",
+        groups.REMEDY_KIND,
+        {"metadata": {"name": "x"}},
+        "spec: required",
+    ),
+    (
+        "misspelled field",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatch"), []),
+        "spec.decisionMatch: unknown field",
+    ),
+    (
+        "cluster without syncMode",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("spec", "syncMode"), _DELETE),
+        "spec.syncMode: required",
+    ),
+    (
+        "cluster syncMode Both",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("spec", "syncMode"), "Both"),
+        "spec.syncMode: must be one of Push, Pull",
+    ),
+    (
+        "secretRef without name",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("spec", "secretRef"), {"namespace": "karmada-cluster"}),
+        "spec.secretRef.name: required",
+    ),
+    (
+        "taint effect",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("spec", "taints"), [{"key": "k", "effect": "Evict"}]),
+        "spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute",
+    ),
+    (
+        "seed cluster verbatim (conditions without reason)",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "conditions", 0, "reason"), _DELETE),
+        "status.conditions[0].reason: required",
+    ),
+    (
+        "condition status Maybe",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "conditions", 0, "status"), "Maybe"),
+        "status.conditions[0].status: must be one of True, False, Unknown",
+    ),
+    (
+        "duplicate condition type",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "conditions", 1, "type"), "Ready"),
+        "status.conditions[1]: duplicate entry for type=Ready",
+    ),
+    (
+        "bad lastTransitionTime",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "conditions", 0, "lastTransitionTime"), "yesterday"),
+        "status.conditions[0].lastTransitionTime: must be an RFC 3339 date-time",
+    ),
+    (
+        "negative node count",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "nodeSummary"), {"totalNum": -1}),
+        "status.nodeSummary.totalNum: must be >= 0",
+    ),
+    (
+        "bad quantity",
+        groups.CLUSTER_KIND,
+        _edit(SEED_CLUSTER, ("status", "resourceSummary"), {"allocatable": {"cpu": "lots"}}),
+        "status.resourceSummary.allocatable[cpu]: must match",
+    ),
+    (
+        "duplicate remedy action source",
+        groups.CLUSTER_KIND,
+        _edit(
+            SEED_CLUSTER,
+            ("status", "remedyActionSources"),
+            [
+                {"action": "TrafficControl", "remedies": ["a"]},
+                {"action": "TrafficControl", "remedies": ["b"]},
+            ],
+        ),
+        "status.remedyActionSources[1]: duplicate entry for action=TrafficControl",
+    ),
+    (
+        "mci without rules or default backend",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, ("spec",), {"ingressClassName": "x"}),
+        "spec: either defaultBackend or rules must be specified",
+    ),
+    (
+        "mci port with name and number",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "backend", "service", "port"), {"name": "h", "number": 80}),
+        "spec.rules[0].http.paths[0].backend.service.port: exactly one of name or number",
+    ),
+    (
+        "mci service without port",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "backend", "service", "port"), _DELETE),
+        "spec.rules[0].http.paths[0].backend.service.port: required",
+    ),
+    (
+        "mci backend with service and resource",
+        groups.MCI_KIND,
+        _edit(
+            MINIMAL_MCI,
+            (*MCI_PATH, "backend", "resource"),
+            {"kind": "StorageBucket", "name": "static"},
+        ),
+        "spec.rules[0].http.paths[0].backend: exactly one of service or resource",
+    ),
+    (
+        "mci relative path",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "path"), "api"),
+        "spec.rules[0].http.paths[0].path: must be an absolute path",
+    ),
+    (
+        "mci prefix without path",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "path"), _DELETE),
+        "spec.rules[0].http.paths[0].path: required when pathType is Prefix",
+    ),
+    (
+        "mci pathType Regex",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "pathType"), "Regex"),
+        "spec.rules[0].http.paths[0].pathType: must be one of Exact, Prefix, Implementation",
+    ),
+    (
+        "mci port out of range",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, (*MCI_PATH, "backend", "service", "port"), {"number": 70000}),
+        "spec.rules[0].http.paths[0].backend.service.port.number: must be <= 65535",
+    ),
+    (
+        "mci duplicate service location",
+        groups.MCI_KIND,
+        _edit(MINIMAL_MCI, ("status",), {"serviceLocations": [{"name": "web"}, {"name": "web"}]}),
+        "status.serviceLocations[1]: duplicate entry for name=web",
+    ),
+    (
+        "mci load balancer protocol HTTP",
+        groups.MCI_KIND,
+        _edit(
+            MINIMAL_MCI,
+            ("status",),
+            {
+                "loadBalancer": {
+                    "ingress": [{"ip": "192.0.2.1", "ports": [{"port": 80, "protocol": "HTTP"}]}]
+                }
+            },
+        ),
+        "status.loadBalancer.ingress[0].ports[0].protocol: must be one of TCP, UDP, SCTP",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "kind", "obj"), ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_accepted(name: str, kind: str, obj: dict[str, Any], check_both: Any) -> None:
+    assert check_both(kind, obj) == ([], [])
+
+
+@pytest.mark.parametrize(("name", "kind", "obj", "message"), REJECTED, ids=[c[0] for c in REJECTED])
+def test_rejected(name: str, kind: str, obj: dict[str, Any], message: str, check_both: Any) -> None:
+    model, crd = check_both(kind, obj)
+    assert len(model) == 1
+    assert model[0].startswith(message), model[0]
+    assert crd, "the CRD schema accepts what the model rejects"
+
+
+def test_seed_remedy_typo_group_is_rejected_by_the_model() -> None:
+    # The proposal's "rededition.karmada.io" typo (see SEED_REMEDY_IMMEDIATE).
+    # The API server rejects it by routing (no such group), not by schema.
+    typo = _edit(SEED_REMEDY_IMMEDIATE, ("apiVersion",), "rededition.karmada.io/v1alpha1")
+    with pytest.raises(meta.ValidationError, match=r"^apiVersion: must be remedy\.karmada\.io/"):
+        remedy.Remedy.from_dict(typo)
+
+
+def test_wrong_kind_is_rejected() -> None:
+    with pytest.raises(meta.ValidationError, match=r"^kind: must be Cluster"):
+        cluster.Cluster.from_dict({"kind": "Remedy", "spec": {"syncMode": "Push"}})
+
+
+def test_seed_remedies_decode_to_the_expected_models() -> None:
+    on_condition = remedy.Remedy.from_dict(SEED_REMEDY_ON_CONDITION)
+    assert on_condition.spec == remedy.RemedySpec(
+        cluster_affinity=remedy.ClusterAffinity(cluster_names=("member1", "member2")),
+        decision_matches=(
+            remedy.DecisionMatch(
+                cluster_condition_match=remedy.ClusterConditionRequirement(
+                    condition_type=groups.CONDITION_SERVICE_DOMAIN_NAME_RESOLUTION_READY,
+                    operator=remedy.ClusterConditionOperator.EQUAL,
+                    condition_status="False",
+                )
+            ),
+        ),
+        actions=(remedy.RemedyAction.TRAFFIC_CONTROL,),
+    )
+    immediate = remedy.Remedy.from_dict(SEED_REMEDY_IMMEDIATE)
+    assert immediate.spec.decision_matches == ()
+    assert immediate.metadata.name == "foo"
+
+
+def test_error_carries_path_and_reason() -> None:
+    bad = _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "operator"), "Bigger")
+    with pytest.raises(meta.ValidationError) as caught:
+        remedy.Remedy.from_dict(bad)
+    assert caught.value.path == "spec.decisionMatches[0].clusterConditionMatch.operator"
+    assert caught.value.reason.startswith("must be one of Equal, NotEqual")
+    assert isinstance(caught.value, ValueError)
+
+
+def test_unknown_fields_are_ignored_unless_strict() -> None:
+    newer = _edit(SEED_CLUSTER, ("spec", "resourceModels"), [{"grade": 0}])
+    parsed = cluster.Cluster.from_dict(newer)
+    assert "resourceModels" not in parsed.to_dict()["spec"]
+    with pytest.raises(meta.ValidationError, match=r"^spec\.resourceModels: unknown field"):
+        cluster.Cluster.from_dict(newer, strict=True)
+    # metadata always tolerates server-managed fields
+    managed = _edit(SEED_CLUSTER, ("metadata", "managedFields"), [{"manager": "kubectl"}])
+    cluster.Cluster.from_dict(managed, strict=True)
+
+
+def test_null_means_absent() -> None:
+    parsed = cluster.Cluster.from_dict(_edit(SEED_CLUSTER, ("spec", "zone"), None))
+    assert parsed.spec.zone is None
+    with pytest.raises(meta.ValidationError, match=r"^spec\.syncMode: required"):
+        cluster.Cluster.from_dict(_edit(SEED_CLUSTER, ("spec", "syncMode"), None))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("Push", None),
+        (["Push"], "must be one of Push, Pull"),
+        (True, "must be one of Push, Pull"),
+    ],
+)
+def test_type_errors_name_the_field(value: Any, message: str | None) -> None:
+    obj = _edit(SEED_CLUSTER, ("spec", "syncMode"), value)
+    if message is None:
+        cluster.Cluster.from_dict(obj)
+        return
+    with pytest.raises(meta.ValidationError, match=rf"^spec\.syncMode: {message}"):
+        cluster.Cluster.from_dict(obj)
+
+
+def test_mci_model_reads_backends() -> None:
+    ingress = mci.MultiClusterIngress.from_dict(MINIMAL_MCI)
+    path = ingress.spec.rules[0].http.paths[0] if ingress.spec.rules[0].http else None
+    assert path is not None
+    assert path.path_type is mci.PathType.PREFIX
+    assert path.backend.service == mci.IngressServiceBackend(
+        name="web", port=mci.ServiceBackendPort(number=80)
+    )
+    assert ingress.metadata.namespace == "shop"

@@ -1,0 +1,128 @@
+"""The CRDs, installed in the real control-plane API server, reject bad input.
+
+Also: the seed's example Remedies are accepted, and ``kubectl get``-style
+listing (the API's Table output) shows the printer columns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from clusterhealth_core import status
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, resources
+
+
+def _remedy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.mark.parametrize(
+    ("match", "message"),
+    [
+        ({"conditionType": "ServiceDomainNameResolutionReady", "operator": "Bigger",
+          "conditionStatus": "False"}, "operator"),
+        ({"operator": "Equal", "conditionStatus": "False"}, "conditionType"),
+        ({"conditionType": "ServiceDomainNameResolutionReady", "operator": "Equal"},
+         "conditionStatus"),
+    ],
+)
+async def test_malformed_remedy_rejected(cp: kube.ApiClient, match: dict[str, str],
+                                         message: str) -> None:
+    body = _remedy(_unique("bad"), {"decisionMatches": [{"clusterConditionMatch": match}],
+                                    "actions": ["TrafficControl"]})
+    with pytest.raises(errors.Invalid, match=message):
+        await cp.create(resources.REMEDIES, body)
+
+
+async def test_unknown_action_rejected(cp: kube.ApiClient) -> None:
+    with pytest.raises(errors.Invalid, match="actions"):
+        await cp.create(resources.REMEDIES, _remedy(_unique("bad"), {"actions": ["Reboot"]}))
+
+
+async def test_seed_example_remedies_accepted(cp: kube.ApiClient) -> None:
+    # Seed 002, first example: act when DNS resolution fails on member1/member2.
+    foo = _remedy(_unique("foo"), {
+        "decisionMatches": [{"clusterConditionMatch": {
+            "conditionType": "ServiceDomainNameResolutionReady", "operator": "Equal",
+            "conditionStatus": "False"}}],
+        "clusterAffinity": {"clusterNames": ["member1", "member2"]},
+        "actions": ["TrafficControl"],
+    })
+    # Seed 002, second example (an immediate Remedy for planned maintenance).  The seed
+    # spells its apiVersion "rededition.karmada.io/v1alpha1", a typo for remedy.karmada.io.
+    immediate = _remedy(_unique("foo"), {
+        "clusterAffinity": {"clusterNames": ["member1"]},
+        "actions": ["TrafficControl"],
+    })
+    for body in (foo, immediate):
+        created = await cp.create(resources.REMEDIES, body)
+        assert created["spec"] == body["spec"]
+        await cp.delete(resources.REMEDIES, body["metadata"]["name"])
+
+
+async def test_cluster_requires_sync_mode_and_valid_taints(cp: kube.ApiClient) -> None:
+    base = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster"}
+    with pytest.raises(errors.Invalid, match="syncMode"):
+        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
+                                             "spec": {"apiEndpoint": "https://10.0.0.1"}})
+    with pytest.raises(errors.Invalid, match="effect"):
+        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
+                                             "spec": {"syncMode": "Push", "taints": [
+                                                 {"key": "k", "effect": "Sometimes"}]}})
+
+
+async def test_conditions_status_enum_enforced(cp: kube.ApiClient) -> None:
+    with pytest.raises(errors.Invalid, match="status"):
+        await status.apply_status(
+            cp, resources.CLUSTERS, "member1",
+            {"conditions": [{"type": "Probe", "status": "Maybe", "reason": "R", "message": "m",
+                             "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            field_manager="test-bad-writer",
+        )
+
+
+async def test_mci_rejects_bad_path_type(cp: kube.ApiClient) -> None:
+    body = {"apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+            "metadata": {"name": _unique("mci"), "namespace": "default"},
+            "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Glob", "backend": {
+                "service": {"name": "web", "port": {"number": 80}}}}]}}]}}
+    with pytest.raises(errors.Invalid, match="pathType"):
+        await cp.create(resources.MULTI_CLUSTER_INGRESSES, body)
+    body["spec"]["rules"][0]["http"]["paths"][0]["pathType"] = "Prefix"
+    created = await cp.create(resources.MULTI_CLUSTER_INGRESSES, body)
+    assert created["spec"]["rules"][0]["http"]["paths"][0]["pathType"] == "Prefix"
+    await cp.delete(resources.MULTI_CLUSTER_INGRESSES, body["metadata"]["name"],
+                    namespace="default")
+
+
+async def test_table_listing_shows_printer_columns(cp: kube.ApiClient) -> None:
+    await status.apply_status(cp, resources.CLUSTERS, "member2", {
+        "conditions": [{"type": "ServiceDomainNameResolutionReady", "status": "False",
+                        "reason": "ServiceDomainNameResolutionFailed", "message": "timeout",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "remedyActions": ["TrafficControl"],
+    }, field_manager="table-test")
+    table = await cp.table(resources.CLUSTERS)
+    assert table["kind"] == "Table"
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    for wanted in ("Name", "Mode", "Ready", "DNS", "Remedy-Actions", "Age"):
+        assert any(c.lower() == wanted.lower() for c in columns), columns
+    rows = {row["cells"][0]: dict(zip(columns, row["cells"], strict=True))
+            for row in table["rows"]}
+    member2 = {k.lower(): v for k, v in rows["member2"].items()}
+    assert member2["mode"] == "Push"
+    assert member2["dns"] == "False"
+    assert "TrafficControl" in str(member2["remedy-actions"])
+    await status.apply_status(cp, resources.CLUSTERS, "member2", {}, field_manager="table-test")
+
+    remedy_table = await cp.table(resources.REMEDIES)
+    assert [c["name"] for c in remedy_table["columnDefinitions"]][:2] == ["Name", "Actions"]

@@ -13,6 +13,8 @@ DEBIAN=(
   "make:make"
   "git:git"
   "curl:curl"
+  "dnsmasq:dnsmasq-base"   # the real DNS server the agent's tests stop and start
+  "promtool:prometheus"    # promtool check/test rules for every alert
 )
 
 missing=()

@@ -43,6 +43,8 @@ class Probe(abc.ABC):
     def __init__(self, name: str, condition_type: str) -> None:
         self.name = name
         self.condition_type = condition_type
+        #: this probe's own deadline (from the config file); None = the agent's default
+        self.timeout: float | None = None
 
     @abc.abstractmethod
     async def check(self) -> ProbeResult:

@@ -1,0 +1,191 @@
+"""Wire the agent together: probe loop, node publisher, elected reporter, HTTP server.
+
+Nothing here decides anything; the decisions live in ``hysteresis``,
+``aggregate`` and the probes, the I/O in ``nodestatus`` and ``reporter``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import prometheus_client
+
+from clusterhealth_agent import hysteresis, metrics, nodestatus, reporter
+from clusterhealth_agent import settings as agent_settings
+from clusterhealth_agent.probes import base
+from clusterhealth_agent.probes import config as probe_config
+from clusterhealth_agent.probes import registry as probe_registry
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import election, serving
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+
+class Agent:
+    """One agent pod: probes its node every period; reports while it leads."""
+
+    def __init__(
+        self,
+        settings: agent_settings.AgentSettings,
+        probes: list[base.Probe],
+        member_api: kube.ApiClient,
+        control_plane_api: kube.ApiClient,
+        registry: prometheus_client.CollectorRegistry,
+        clock: clocks.Clock,
+    ) -> None:
+        self.settings = settings
+        self.probes = probes
+        self.member_api = member_api
+        self.control_plane_api = control_plane_api
+        self.clock = clock
+        self.registry = registry
+        self.metrics = metrics.AgentMetrics(registry, settings.cluster_name)
+        self.probe_metrics = base.ProbeMetrics(registry)
+        thresholds = hysteresis.Thresholds(settings.failure_threshold, settings.success_threshold)
+        self.filters = {p.condition_type: hysteresis.Filter(thresholds) for p in probes}
+        self.publisher = nodestatus.NodePublisher(
+            member_api, settings.node_name, settings.node_heartbeat_period, clock
+        )
+        self.nodes = informer.Informer(member_api, resources.NODES)
+        self.reporter = reporter.Reporter(
+            reporter.ReportSettings(
+                cluster_name=settings.cluster_name,
+                condition_types=[p.condition_type for p in probes],
+                period=settings.detect_period,
+                report_period=settings.report_period,
+                stale_threshold=settings.stale_threshold,
+                failure_quorum=settings.failure_quorum,
+            ),
+            self.nodes, control_plane_api, self.metrics, clock,
+        )
+        self.last_round: float | None = None
+        self.published_once = False
+
+    async def probe_round(self) -> dict[str, base.ProbeResult]:
+        """Run every probe once (concurrently, shared deadline); return reported results."""
+        results = await asyncio.gather(*(
+            base.run_probe(p, p.timeout or self.settings.probe_timeout, self.probe_metrics)
+            for p in self.probes
+        ))
+        now = self.clock.monotonic()
+        reported = {}
+        for probe, result in zip(self.probes, results, strict=True):
+            reported[probe.condition_type] = self.filters[probe.condition_type].observe(
+                result, now)
+            self.metrics.set_node(self.settings.node_name, probe.condition_type,
+                                  nodestatus.condition_status(reported[probe.condition_type]))
+        return reported
+
+    async def node_loop(self) -> None:
+        """Probe and publish every detect period, forever."""
+        while True:
+            started = self.clock.monotonic()
+            reported = await self.probe_round()
+            try:
+                await self.publisher.publish(reported)
+                self.published_once = True
+            except (errors.KubeError, OSError) as exc:
+                self.metrics.report_errors.labels("node").inc()
+                log.warning("publishing node %s conditions failed: %s",
+                            self.settings.node_name, exc)
+            self.last_round = self.clock.monotonic()
+            await self.clock.sleep(self.settings.detect_period - (self.last_round - started))
+
+    def _alive(self) -> tuple[bool, str]:
+        if self.last_round is None:
+            return True, "starting"
+        age = self.clock.monotonic() - self.last_round
+        return age < 3 * self.settings.detect_period + 5, f"last probe round {age:.1f}s ago"
+
+    def _ready(self) -> tuple[bool, str]:
+        return self.published_once, "node conditions published" if self.published_once \
+            else "node conditions not yet published"
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.metrics.is_leader.labels(self.settings.cluster_name).set(1 if leading else 0)
+
+    async def lead(self) -> None:
+        """The leader's work: keep the node cache and report."""
+        cache = asyncio.create_task(self.nodes.run(), name="node-informer")
+        try:
+            await self.reporter.run()
+        finally:
+            cache.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await cache
+
+    async def run(self, server: serving.HealthServer | None = None) -> None:
+        """Run until cancelled."""
+        if server is not None:
+            server.add_liveness("probe-loop", self._alive)
+            server.add_readiness("node-published", self._ready)
+        tasks = [asyncio.create_task(self.node_loop(), name="node-loop")]
+        if self.settings.leader_elect:
+            elector = election.LeaderElector(
+                self.member_api, self.settings.election, clock=self.clock,
+                on_change=self._on_leadership,
+            )
+            tasks.append(asyncio.create_task(elector.run(self.lead), name="election"))
+        else:
+            self._on_leadership(True)
+            tasks.append(asyncio.create_task(self.lead(), name="reporter"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _check_member(api: kube.ApiClient, settings: agent_settings.AgentSettings) -> None:
+    try:
+        await api.get(resources.NODES, settings.node_name)
+    except errors.NotFound as exc:
+        raise StartupError(f"node {settings.node_name!r} does not exist in the member "
+                           "cluster (check --host-name / $NODE_NAME)") from exc
+    except errors.Unreachable as exc:
+        raise StartupError(f"cannot reach the member API server: {exc}") from exc
+    except errors.ApiError as exc:
+        raise StartupError(f"the member API server refused: {exc}") from exc
+
+
+class StartupError(RuntimeError):
+    """The agent cannot start; the message says why."""
+
+
+async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config.ProbeSpec]
+                ) -> None:
+    """Build everything from validated settings and run until SIGTERM/SIGINT."""
+    registry = prometheus_client.CollectorRegistry()
+    clock = clocks.Clock()
+    async with kube.ApiClient(settings.member, user_agent="clusterhealth-agent") as member, \
+            kube.ApiClient(settings.control_plane, user_agent="clusterhealth-agent") as cp:
+        await _check_member(member, settings)
+        context = probe_registry.BuildContext(
+            cluster_domain=settings.cluster_domain,
+            nameservers=settings.nameservers,
+            node_ip=settings.node_ip,
+            member_api=member,
+        )
+        probes = probe_registry.build_probes(settings.detectors, specs, context, registry)
+        agent = Agent(settings, probes, member, cp, registry, clock)
+        server = serving.HealthServer(registry, host=settings.bind_address,
+                                      port=settings.healthz_port)
+        await server.start()
+        log.info("agent for cluster %s on node %s: probes %s", settings.cluster_name,
+                 settings.node_name, ", ".join(repr(p) for p in probes))
+        main = asyncio.create_task(agent.run(server))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, main.cancel)
+        try:
+            await main
+        except asyncio.CancelledError:
+            log.info("shutting down")
+        finally:
+            await server.stop()

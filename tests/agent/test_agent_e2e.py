@@ -1,0 +1,157 @@
+"""The agent end to end: real member and control-plane API servers, real dnsmasq.
+
+Short settings (period 0.5 s, thresholds 2 s) keep the tests quick; the
+behaviour is the same as with the defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import agentfleet as c
+
+from clusterhealth_core.kube import client as kube
+from clusterhealth_localenv import environment
+
+THRESHOLD = 2.0
+Factory = Callable[[int], Awaitable[c.Fleet]]
+
+
+async def _stop_dns(fleet: c.Fleet, nodes: list[str] | None = None) -> float:
+    for name in nodes or fleet.nodes:
+        await asyncio.to_thread(fleet.servers[name].stop)
+    return time.monotonic()
+
+
+async def _start_dns(fleet: c.Fleet, nodes: list[str] | None = None) -> float:
+    for name in nodes or fleet.nodes:
+        await asyncio.to_thread(fleet.servers[name].start)
+    return time.monotonic()
+
+
+async def _wait_leader(fleet: c.Fleet, timeout: float = 15) -> c.AgentProcess:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        leaders = await asyncio.to_thread(fleet.leaders)
+        assert len(leaders) <= 1, [a.node for a in leaders]
+        if leaders:
+            return leaders[0]
+        await asyncio.sleep(0.2)
+    raise AssertionError("no agent leads")
+
+
+async def test_dns_outage_detected_and_cleared(fleet_factory: Factory, cp: kube.ApiClient) -> None:
+    fleet: c.Fleet = await fleet_factory(2)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    await c.wait_condition(cp, "True", timeout=30)
+
+    stopped = await _stop_dns(fleet)
+    cond, seen = await c.wait_condition(cp, "False", timeout=30)
+    assert cond["reason"] == "ServiceDomainNameResolutionFailed"
+    assert "2/2 Ready nodes failing" in cond["message"]
+    assert seen - stopped >= THRESHOLD  # not before the failure threshold
+
+    started = await _start_dns(fleet)
+    cond, seen = await c.wait_condition(cp, "True", timeout=30)
+    assert cond["reason"] == "ServiceDomainNameResolutionReady"
+    assert seen - started >= THRESHOLD
+
+
+async def test_flap_shorter_than_threshold_changes_nothing(
+    fleet_factory: Factory, cp: kube.ApiClient
+) -> None:
+    fleet: c.Fleet = await fleet_factory(2)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    before, _ = await c.wait_condition(cp, "True", timeout=30)
+    await asyncio.sleep(1.5)  # let the nodes settle on True
+    await _stop_dns(fleet)
+    await asyncio.sleep(THRESHOLD / 2)
+    await _start_dns(fleet)
+    deadline = time.monotonic() + 2 * THRESHOLD
+    while time.monotonic() < deadline:
+        cond = await c.cluster_condition(cp)
+        assert cond is not None and cond["status"] == "True", cond
+        await asyncio.sleep(0.2)
+    after = await c.cluster_condition(cp)
+    assert after is not None
+    assert after["lastTransitionTime"] == before["lastTransitionTime"]
+
+
+async def test_leader_killed_reporting_continues_only_leader_writes(
+    fleet_factory: Factory, cp: kube.ApiClient
+) -> None:
+    fleet: c.Fleet = await fleet_factory(3)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    await c.wait_condition(cp, "True", timeout=30)
+    leader = await _wait_leader(fleet)
+    await asyncio.sleep(1)  # a heartbeat period: the leader's metrics are current
+    for agent in fleet.agents.values():
+        written = await asyncio.to_thread(
+            agent.sample, "clusterhealth_agent_last_report_success_timestamp_seconds")
+        assert (written is not None) == (agent is leader), agent.node
+
+    leader.proc.kill()  # kill -9; the DaemonSet controller restarts the pod
+    leader.proc.wait()
+    killed_node = leader.node
+    restarted = fleet.start_agent(killed_node)
+    new_leader = await _wait_leader(fleet)
+    assert new_leader.proc.pid != leader.proc.pid
+
+    await _stop_dns(fleet)
+    cond, _ = await c.wait_condition(cp, "False", timeout=30)
+    assert "3/3 Ready nodes failing" in cond["message"]
+    leaders = await asyncio.to_thread(fleet.leaders)
+    assert leaders == [new_leader]
+    for agent in fleet.agents.values():
+        written = await asyncio.to_thread(
+            agent.sample, "clusterhealth_agent_last_report_success_timestamp_seconds")
+        assert (written is not None) == (agent is new_leader), agent.node
+    assert restarted.proc.poll() is None
+
+
+async def test_quorum(fleet_factory: Factory, cp: kube.ApiClient) -> None:
+    # default quorum: one node of three failing changes nothing
+    fleet: c.Fleet = await fleet_factory(3)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    await c.wait_condition(cp, "True", timeout=30)
+    await _stop_dns(fleet, fleet.nodes[:1])
+    deadline = time.monotonic() + THRESHOLD + 3
+    while time.monotonic() < deadline:
+        cond = await c.cluster_condition(cp)
+        assert cond is not None and cond["status"] == "True", cond
+        await asyncio.sleep(0.2)
+    assert cond is not None and "failing: " in cond["message"]  # visible, not acted on
+    for agent in fleet.agents.values():
+        agent.stop()
+
+    # --failure-quorum 0.3: the same single failing node turns the condition False
+    for node in fleet.nodes:
+        fleet.start_agent(node, ["--failure-quorum", "0.3"])
+    cond, _ = await c.wait_condition(cp, "False", timeout=30)
+    assert "1/3 Ready nodes failing" in cond["message"]
+    assert fleet.nodes[0] in cond["message"]
+
+
+async def test_control_plane_restarted_during_failure(
+    fleet_factory: Factory, env: environment.LocalEnvironment, cp: kube.ApiClient
+) -> None:
+    fleet: c.Fleet = await fleet_factory(2)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    await c.wait_condition(cp, "True", timeout=30)
+    await env.stop_server(environment.CONTROL_PLANE)
+    try:
+        await _stop_dns(fleet)
+        await asyncio.sleep(THRESHOLD + 2)  # the failure is detected while the CP is down
+    finally:
+        await env.start_server(environment.CONTROL_PLANE)
+    cond, _ = await c.wait_condition(cp, "False", timeout=30)
+    assert cond["reason"] == "ServiceDomainNameResolutionFailed"
+    await _start_dns(fleet)
+    await c.wait_condition(cp, "True", timeout=30)

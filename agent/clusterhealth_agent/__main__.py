@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from clusterhealth_agent import app
 from clusterhealth_agent import settings as agent_settings
 from clusterhealth_agent.probes import config as probe_config
+from clusterhealth_agent.probes import registry as probe_registry
 from clusterhealth_core import settings
 
 
@@ -19,6 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         parsed = agent_settings.load(sys.argv[1:] if argv is None else argv)
+        probe_registry.resolve_detectors(parsed.detectors)
         specs = probe_config.load_file(parsed.probe_config) if parsed.probe_config else []
         probe_config.check_timeouts(specs, parsed.detect_period)
     except (settings.SettingsError, probe_config.ProbeConfigError) as exc:

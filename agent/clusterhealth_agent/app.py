@@ -66,26 +66,28 @@ class Agent:
         self.last_round: float | None = None
         self.published_once = False
 
-    async def probe_round(self) -> dict[str, base.ProbeResult]:
-        """Run every probe once (concurrently, shared deadline); return reported results."""
+    async def probe_round(self, started: float) -> dict[str, base.ProbeResult]:
+        """Run every probe once (concurrently, shared deadline); return reported results.
+
+        ``started`` is the round's scheduled start: observations are dated by it.
+        """
         results = await asyncio.gather(*(
             base.run_probe(p, p.timeout or self.settings.probe_timeout, self.probe_metrics)
             for p in self.probes
         ))
-        now = self.clock.monotonic()
         reported = {}
         for probe, result in zip(self.probes, results, strict=True):
             reported[probe.condition_type] = self.filters[probe.condition_type].observe(
-                result, now)
+                result, started)
             self.metrics.set_node(self.settings.node_name, probe.condition_type,
                                   nodestatus.condition_status(reported[probe.condition_type]))
         return reported
 
     async def node_loop(self) -> None:
-        """Probe and publish every detect period, forever."""
+        """Probe and publish every detect period, on a fixed schedule, forever."""
+        started = self.clock.monotonic()
         while True:
-            started = self.clock.monotonic()
-            reported = await self.probe_round()
+            reported = await self.probe_round(started)
             try:
                 await self.publisher.publish(reported)
                 self.published_once = True
@@ -94,7 +96,11 @@ class Agent:
                 log.warning("publishing node %s conditions failed: %s",
                             self.settings.node_name, exc)
             self.last_round = self.clock.monotonic()
-            await self.clock.sleep(self.settings.detect_period - (self.last_round - started))
+            started += self.settings.detect_period
+            if started < self.last_round:  # overran: skip the missed rounds
+                missed = (self.last_round - started) // self.settings.detect_period + 1
+                started += missed * self.settings.detect_period
+            await self.clock.sleep(started - self.last_round)
 
     def _alive(self) -> tuple[bool, str]:
         if self.last_round is None:

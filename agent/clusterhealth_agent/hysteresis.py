@@ -15,6 +15,9 @@ import dataclasses
 
 from clusterhealth_agent.probes import base
 
+_EPSILON = 1e-6
+"""Rounds are scheduled at exact multiples of the period; absorb float rounding."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
@@ -52,7 +55,7 @@ class Filter:
         if self.pending_since is None:
             self.pending_since = now
         threshold = self.thresholds.success if result.ok else self.thresholds.failure
-        if now - self.pending_since >= threshold:
+        if now - self.pending_since >= threshold - _EPSILON:
             self.reported = result
             self.pending_since = None
         return self.reported

@@ -21,7 +21,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parsed = agent_settings.load(sys.argv[1:] if argv is None else argv)
         probe_registry.resolve_detectors(parsed.detectors)
-        specs = probe_config.load_file(parsed.probe_config) if parsed.probe_config else []
+        specs = []
+        if parsed.probe_config:
+            specs = probe_config.load_file(
+                parsed.probe_config, probe_registry.BUILTIN_CONDITION_TYPES)
         probe_config.check_timeouts(specs, parsed.detect_period)
     except (settings.SettingsError, probe_config.ProbeConfigError) as exc:
         print(f"clusterhealth-agent: error: {exc}", file=sys.stderr)

@@ -118,20 +118,12 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_file(
-    path: str | os.PathLike[str], builtins: Mapping[str, str] | None = None
-) -> list[ProbeSpec]:
+def load_file(path: str | os.PathLike[str], builtins: Mapping[str, str]) -> list[ProbeSpec]:
     """Read and validate the file at ``path``; an empty file means no custom probes.
 
-    ``builtins`` maps each built-in detector's name to its condition type;
-    custom probes may use neither.  By default it is
-    ``registry.BUILTIN_CONDITION_TYPES``.
+    ``builtins`` maps each built-in detector's name to its condition type
+    (``registry.BUILTIN_CONDITION_TYPES``); custom probes may use neither.
     """
-    if builtins is None:
-        # Imported here: the registry imports this module for the spec classes.
-        from clusterhealth_agent.probes import registry
-
-        builtins = registry.BUILTIN_CONDITION_TYPES
     source = os.fspath(path)
     try:
         text = pathlib.Path(path).read_text()

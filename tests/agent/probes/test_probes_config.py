@@ -42,7 +42,7 @@ def write(tmp_path: pathlib.Path, text: str) -> pathlib.Path:
 
 def test_valid_file(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, VALID)
-    specs = config.load_file(path)
+    specs = config.load_file(path, registry.BUILTIN_CONDITION_TYPES)
     assert specs == [
         config.HTTPProbeSpec(
             name="payments-api", condition_type="PaymentsAPIReachable", timeout=2.0,
@@ -68,7 +68,7 @@ def test_valid_file(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("text", ["", "# nothing yet\n", "probes: []\n", "probes:\n"])
 def test_empty_files_mean_no_probes(tmp_path: pathlib.Path, text: str) -> None:
-    assert config.load_file(write(tmp_path, text)) == []
+    assert config.load_file(write(tmp_path, text), registry.BUILTIN_CONDITION_TYPES) == []
 
 
 def probe(body: str, header: str = "name: p\ntype: tcp\nconditionType: PReady\n") -> str:
@@ -157,7 +157,7 @@ INVALID = [
 def test_invalid_files_name_the_field(tmp_path: pathlib.Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(config.ProbeConfigError) as caught:
-        config.load_file(path)
+        config.load_file(path, registry.BUILTIN_CONDITION_TYPES)
     assert str(caught.value).startswith(f"{path}: {message}"), str(caught.value)
 
 
@@ -170,12 +170,12 @@ def test_example_message_from_the_docs() -> None:
 
 def test_unreadable_file(tmp_path: pathlib.Path) -> None:
     with pytest.raises(config.ProbeConfigError, match=r"missing\.yaml: cannot read"):
-        config.load_file(tmp_path / "missing.yaml")
+        config.load_file(tmp_path / "missing.yaml", registry.BUILTIN_CONDITION_TYPES)
 
 
 def test_timeout_must_be_shorter_than_the_detect_period(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, probe(TCP + "timeout: 5s\n"))
-    specs = config.load_file(path)
+    specs = config.load_file(path, registry.BUILTIN_CONDITION_TYPES)
     config.check_timeouts(specs, 10.0)
     with pytest.raises(config.ProbeConfigError) as caught:
         config.check_timeouts(specs, 5.0)

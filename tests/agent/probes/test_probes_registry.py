@@ -106,7 +106,7 @@ def specs(tmp_path: pathlib.Path) -> list[config.ProbeSpec]:
         "  - {name: c, type: dns, conditionType: CReady, timeout: 1s, dns: {query: c.example}}\n"
         "  - {name: d, type: tcp, conditionType: DReady, tcp: {host: 10.0.0.3, port: 5432}}\n"
     )
-    return config.load_file(path)
+    return config.load_file(path, probe_registry.BUILTIN_CONDITION_TYPES)
 
 
 def test_metric_families_once_per_registry(

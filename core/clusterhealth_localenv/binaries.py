@@ -15,7 +15,9 @@ one clear :class:`ProvisionError`, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import os
 import pathlib
 import re
@@ -25,11 +27,13 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 KUBERNETES_VERSION = "v1.34.4"
 HELM_VERSION = "v3.19.5"
 GOPROXY_DEFAULT = "https://proxy.golang.org"
 
+_MOD_FLAGS = "-buildvcs=false -mod=mod"
 _REPLACE_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", re.MULTILINE)
 _ETCD_REQUIRE = re.compile(r"^\s*(go\.etcd\.io/etcd/server/v3)\s+(v[\w.+-]+)", re.MULTILINE)
 
@@ -111,8 +115,15 @@ def kubernetes_gomod(version: str, upstream_mod: str) -> str:
     return "\n".join(lines)
 
 
-def _run(args: list[str], cwd: pathlib.Path, what: str, extra_env: dict[str, str]) -> None:
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -mod=mod", **extra_env}
+def _run(
+    args: list[str], cwd: pathlib.Path, what: str, goflags: str,
+    gobin: pathlib.Path | None = None,
+) -> None:
+    # Add to the caller's GOFLAGS (e.g. -modcacherw), never replace them.
+    flags = " ".join(f for f in (os.environ.get("GOFLAGS", ""), goflags) if f)
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": flags}
+    if gobin is not None:
+        env["GOBIN"] = str(gobin)
     print(f"clusterhealth: building {what} (first run only; cached afterwards)", file=sys.stderr)
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -144,7 +155,7 @@ def _build_kubernetes(version: str, out_dir: pathlib.Path) -> None:
             '\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n'
             '\t_ "go.etcd.io/etcd/server/v3"\n)\n'
         )
-        _run([go, "mod", "tidy"], work, f"k8s.io/kubernetes {version} go.mod", {})
+        _run([go, "mod", "tidy"], work, f"k8s.io/kubernetes {version} go.mod", _MOD_FLAGS)
         partial = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -155,18 +166,34 @@ def _build_kubernetes(version: str, out_dir: pathlib.Path) -> None:
             _run(
                 [go, "build", "-trimpath", f"-ldflags=-s -w {ldflags}".strip(),
                  "-o", str(partial / output), package],
-                work, f"{output} for Kubernetes {version}", {},
+                work, f"{output} for Kubernetes {version}", _MOD_FLAGS,
             )
         partial.rename(out_dir)
+
+
+@contextlib.contextmanager
+def _build_lock(name: str) -> Iterator[None]:
+    """One build of ``name`` at a time across processes (tests, demo, bench)."""
+    lock_dir = cache_root() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with (lock_dir / f"{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ensure_kubernetes(version: str = KUBERNETES_VERSION) -> Binaries:
     """Return cached ``kube-apiserver`` and ``etcd``, building them on first use."""
     out_dir = cache_root() / "bin" / f"kubernetes-{version}"
     binaries = Binaries(out_dir / "kube-apiserver", out_dir / "etcd")
-    if not (binaries.kube_apiserver.exists() and binaries.etcd.exists()):
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        _build_kubernetes(version, out_dir)
+    if binaries.kube_apiserver.exists() and binaries.etcd.exists():
+        return binaries
+    with _build_lock(out_dir.name):
+        if not (binaries.kube_apiserver.exists() and binaries.etcd.exists()):
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            _build_kubernetes(version, out_dir)
     return binaries
 
 
@@ -176,12 +203,14 @@ def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
     if helm.exists():
         return helm
     go = _go()
-    with tempfile.TemporaryDirectory(prefix="clusterhealth-helmbuild-") as tmp:
+    with _build_lock(f"helm-{version}"), \
+            tempfile.TemporaryDirectory(prefix="clusterhealth-helmbuild-") as tmp:
+        if helm.exists():
+            return helm
         gobin = pathlib.Path(tmp) / "bin"
         _run(
             [go, "install", "-trimpath", "-ldflags=-s -w", f"helm.sh/helm/v3/cmd/helm@{version}"],
-            pathlib.Path(tmp), f"helm {version}",
-            {"GOBIN": str(gobin), "GOFLAGS": "-buildvcs=false"},
+            pathlib.Path(tmp), f"helm {version}", "-buildvcs=false", gobin=gobin,
         )
         helm.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(gobin / "helm"), helm)

@@ -23,7 +23,11 @@ from clusterhealth_localenv import environment
 LEASE = 3.0
 RENEW = 2.0
 RETRY = 0.5
-SLACK = 1.0  # API round trips on a loaded two-core machine
+# A candidate counts the lease duration from when it last *saw* the record change
+# (at most one retry period before the kill) and looks again every retry period,
+# so take-over after kill -9 is LEASE - RETRY .. LEASE + 2 * RETRY; SLACK adds the
+# API round trips on a loaded two-core machine on top of LEASE + RETRY.
+SLACK = 1.0
 
 
 class Elector:
@@ -89,7 +93,7 @@ async def test_three_electors_failover_and_graceful_handover(
     try:
         first, _ = await _wait_for(electors, "start", 0.0, timeout=30)
 
-        # kill -9 of the leader: another leads within lease duration + retry period.
+        # kill -9 of the leader: another leads within lease duration + retry period (+ SLACK).
         first.killed_at = time.monotonic()
         first.proc.send_signal(signal.SIGKILL)
         second, t_second = await _wait_for(

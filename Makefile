@@ -21,7 +21,8 @@ test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: setup
-	$(PY) -m bench.foundation
+	$(PY) -m bench.foundation --markdown docs/benchmarks.md
+	$(PY) -m bench.agent --markdown docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -31,12 +31,15 @@ class RemedyAction(enum.StrEnum):
 class ClusterAffinity(wire.Model):
     """The clusters a Remedy applies to.
 
-    An absent ``spec.clusterAffinity`` selects every cluster; a present one
-    selects exactly ``clusterNames`` (none when empty), as in Karmada.
+    An absent ``spec.clusterAffinity``, or one with no ``clusterNames``,
+    selects every cluster (the API's documented meaning: "if empty, all
+    clusters will be selected"; Karmada's controller selects none for a
+    present-but-empty list).  ``clusterNames`` is a set: duplicates are
+    rejected by the API server.
     """
 
     cluster_names: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterNames")
+        default=(), metadata=wire.json("clusterNames", list_type="set")
     )
 
 

@@ -48,6 +48,13 @@ async def test_unknown_action_rejected(cp: kube.ApiClient) -> None:
         await cp.create(resources.REMEDIES, _remedy(_unique("bad"), {"actions": ["Reboot"]}))
 
 
+async def test_duplicate_cluster_names_rejected(cp: kube.ApiClient) -> None:
+    body = _remedy(_unique("dup"), {"clusterAffinity": {"clusterNames": ["m1", "m1"]},
+                                    "actions": ["TrafficControl"]})
+    with pytest.raises(errors.Invalid, match="Duplicate value"):
+        await cp.create(resources.REMEDIES, body)
+
+
 async def test_seed_example_remedies_accepted(cp: kube.ApiClient) -> None:
     # Seed 002, first example: act when DNS resolution fails on member1/member2.
     foo = _remedy(_unique("foo"), {
@@ -105,7 +112,12 @@ async def test_mci_rejects_bad_path_type(cp: kube.ApiClient) -> None:
 
 
 async def test_table_listing_shows_printer_columns(cp: kube.ApiClient) -> None:
-    await status.apply_status(cp, resources.CLUSTERS, "member2", {
+    # A Cluster of its own: the members' conditions belong to the agents under test.
+    name = _unique("table")
+    await cp.create(resources.CLUSTERS, {
+        "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+        "spec": {"apiEndpoint": "https://10.0.0.1:6443", "syncMode": "Push"}})
+    await status.apply_status(cp, resources.CLUSTERS, name, {
         "conditions": [{"type": "ServiceDomainNameResolutionReady", "status": "False",
                         "reason": "ServiceDomainNameResolutionFailed", "message": "timeout",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
@@ -118,11 +130,11 @@ async def test_table_listing_shows_printer_columns(cp: kube.ApiClient) -> None:
         assert any(c.lower() == wanted.lower() for c in columns), columns
     rows = {row["cells"][0]: dict(zip(columns, row["cells"], strict=True))
             for row in table["rows"]}
-    member2 = {k.lower(): v for k, v in rows["member2"].items()}
-    assert member2["mode"] == "Push"
-    assert member2["dns"] == "False"
-    assert "TrafficControl" in str(member2["remedy-actions"])
-    await status.apply_status(cp, resources.CLUSTERS, "member2", {}, field_manager="table-test")
+    row = {k.lower(): v for k, v in rows[name].items()}
+    assert row["mode"] == "Push"
+    assert row["dns"] == "False"
+    assert "TrafficControl" in str(row["remedy-actions"])
+    await cp.delete(resources.CLUSTERS, name)
 
     remedy_table = await cp.table(resources.REMEDIES)
     assert [c["name"] for c in remedy_table["columnDefinitions"]][:2] == ["Name", "Actions"]

@@ -1,0 +1,264 @@
+"""The Remedy rules as pure functions: which Remedies act on a cluster, and why.
+
+The remedy controller is mostly plumbing (caches, queues, status writes); the
+part users reason about is the rule that turns a Cluster's conditions and the
+set of Remedies into ``status.remedyActions``.  Keeping that rule here, with
+no I/O and no clock reads (time is passed in), lets it be tested as tables and
+lets every writer of provenance (``Cluster.status.remedyActionSources``,
+``Remedy.status.activeClusters``, Events) derive from one :class:`Decision`
+instead of re-implementing the matching.
+
+The rules follow Karmada's remedy controller with one documented deviation:
+a ``clusterAffinity`` whose ``clusterNames`` is empty selects every cluster
+(the API's documented meaning), where Karmada's controller selects none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any, assert_never
+
+from clusterhealth_core.api import cluster, remedy
+
+Requirement = remedy.ClusterConditionRequirement
+"""Alias for annotations inside :class:`Match`, whose ``remedy`` field shadows the module."""
+
+IMMEDIATELY = "immediately"
+"""How :func:`describe` names the trigger of a Remedy without decision matches."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """One Remedy acting on one cluster, with the reason it acts."""
+
+    remedy: str
+    """The Remedy's name."""
+    requirement: Requirement | None
+    """The first decision match that held; None for an immediate Remedy."""
+    actions: tuple[str, ...]
+    """The Remedy's actions, sorted and deduplicated (never empty)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """Everything the Remedies decided for one cluster."""
+
+    cluster: str
+    matches: tuple[Match, ...]
+    """The Remedies acting on the cluster, sorted by Remedy name."""
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The sorted union of the matching Remedies' actions."""
+        return tuple(sorted({action for match in self.matches for action in match.actions}))
+
+    @property
+    def sources(self) -> dict[str, tuple[str, ...]]:
+        """Action to the sorted names of the Remedies that produced it."""
+        remedies: dict[str, set[str]] = {}
+        for match in self.matches:
+            for action in match.actions:
+                remedies.setdefault(action, set()).add(match.remedy)
+        return {action: tuple(sorted(remedies[action])) for action in sorted(remedies)}
+
+
+def covers(r: remedy.Remedy, cluster_name: str) -> bool:
+    """Whether ``r``'s ``clusterAffinity`` selects the cluster.
+
+    An absent affinity, or one with no ``clusterNames``, selects every cluster
+    (Karmada's controller selects none for a present-but-empty list; we follow
+    the API's documented meaning instead).  Otherwise exactly the named ones.
+    """
+    affinity = r.spec.cluster_affinity
+    if affinity is None or not affinity.cluster_names:
+        return True
+    return cluster_name in affinity.cluster_names
+
+
+def covers_all(r: remedy.Remedy) -> bool:
+    """Whether ``r`` selects every cluster, including clusters created later."""
+    affinity = r.spec.cluster_affinity
+    return affinity is None or not affinity.cluster_names
+
+
+def requirement_holds(
+    req: remedy.ClusterConditionRequirement, conditions: Mapping[str, str]
+) -> bool:
+    """Whether one condition requirement holds for a cluster's conditions.
+
+    ``conditions`` maps condition type to status (``"True"``, ``"False"``,
+    ``"Unknown"``).  A condition type the cluster lacks satisfies neither
+    ``Equal`` nor ``NotEqual`` (as in Karmada): an absent condition is not
+    evidence of anything.  Statuses compare case-sensitively.
+    """
+    status = conditions.get(req.condition_type)
+    if status is None:
+        return False
+    if req.operator is remedy.ClusterConditionOperator.EQUAL:
+        return status == req.condition_status
+    if req.operator is remedy.ClusterConditionOperator.NOT_EQUAL:
+        return status != req.condition_status
+    assert_never(req.operator)
+
+
+def first_match(
+    r: remedy.Remedy, conditions: Mapping[str, str]
+) -> tuple[bool, remedy.ClusterConditionRequirement | None]:
+    """Whether ``r``'s decision matches hold, and the first one that does.
+
+    Returns ``(True, None)`` for a Remedy without decision matches (it acts
+    immediately), ``(True, requirement)`` when any match holds (the first in
+    spec order), ``(False, None)`` otherwise.  A decision match without a
+    ``clusterConditionMatch`` never holds (the API server rejects it anyway).
+    Affinity is not considered here: see :func:`covers`.
+    """
+    if not r.spec.decision_matches:
+        return True, None
+    for decision_match in r.spec.decision_matches:
+        req = decision_match.cluster_condition_match
+        if req is not None and requirement_holds(req, conditions):
+            return True, req
+    return False, None
+
+
+def decide(
+    cluster_name: str, conditions: Mapping[str, str], remedies: Iterable[remedy.Remedy]
+) -> Decision:
+    """Which Remedies act on the cluster, why, and with which actions.
+
+    A Remedy acts when its affinity covers the cluster, one of its decision
+    matches holds (or it has none) and it has at least one action: a Remedy
+    without actions performs nothing, so it is not listed as acting.
+    """
+    matches: list[Match] = []
+    for r in remedies:
+        if not covers(r, cluster_name):
+            continue
+        holds, requirement = first_match(r, conditions)
+        actions = tuple(sorted({action.value for action in r.spec.actions}))
+        if holds and actions:
+            matches.append(Match(r.metadata.name, requirement, actions))
+    matches.sort(key=lambda match: match.remedy)
+    return Decision(cluster_name, tuple(matches))
+
+
+def conditions_of(c: cluster.Cluster) -> dict[str, str]:
+    """A Cluster's conditions as ``type -> status``, the input of :func:`decide`."""
+    return {condition.type: condition.status.value for condition in c.status.conditions}
+
+
+def affected_clusters(
+    old: remedy.Remedy | None, new: remedy.Remedy | None, all_clusters: Iterable[str]
+) -> frozenset[str]:
+    """The clusters to re-evaluate after a Remedy was created, updated or deleted.
+
+    ``old`` is None for a creation, ``new`` is None for a deletion.  An update
+    re-evaluates the union of the old and the new affinity, so clusters that
+    left the affinity lose the Remedy's actions; when either side covers every
+    cluster, the answer is ``all_clusters`` (an update to an empty affinity
+    once crashed Karmada's controller).  Named clusters are returned even when
+    they are not in ``all_clusters``: re-evaluating a missing cluster is a no-op.
+    """
+    sides = [r for r in (old, new) if r is not None]
+    if any(covers_all(r) for r in sides):
+        return frozenset(all_clusters)
+    names: set[str] = set()
+    for r in sides:
+        affinity = r.spec.cluster_affinity
+        if affinity is not None:
+            names.update(affinity.cluster_names)
+    return frozenset(names)
+
+
+def status_patch(decision: Decision) -> dict[str, Any]:
+    """The Cluster status fields the remedy controller owns, in wire shape.
+
+    ``{"remedyActions": [...], "remedyActionSources": [{"action", "remedies"}]}``,
+    or ``{}`` when no action applies: the fields are absent when empty, and
+    applying ``{}`` with server-side apply removes the ones this field manager
+    set before.
+    """
+    sources = tuple(
+        cluster.RemedyActionSource(action=action, remedies=names)
+        for action, names in decision.sources.items()
+    )
+    status = cluster.ClusterStatus(
+        remedy_actions=decision.actions, remedy_action_sources=sources
+    )
+    return status.to_dict()
+
+
+def action_changes(
+    before: Mapping[str, tuple[str, ...]], after: Mapping[str, tuple[str, ...]]
+) -> tuple[list[tuple[str, tuple[str, ...]]], list[tuple[str, tuple[str, ...]]]]:
+    """The actions added and removed between two :attr:`Decision.sources`.
+
+    Returns ``(added, removed)``, each a list of ``(action, remedies)`` sorted
+    by action: an added action with the Remedies that now produce it, a
+    removed one with the Remedies that produced it before (for Events).
+    An action that stays, even with other Remedies behind it, is in neither.
+    """
+    added = [(action, tuple(after[action])) for action in sorted(after) if action not in before]
+    removed = [
+        (action, tuple(before[action])) for action in sorted(before) if action not in after
+    ]
+    return added, removed
+
+
+def describe(req: remedy.ClusterConditionRequirement | None) -> str:
+    """A requirement for humans: ``"ServiceDomainNameResolutionReady Equal False"``.
+
+    None (an immediate Remedy) reads ``"immediately"``.
+    """
+    if req is None:
+        return IMMEDIATELY
+    return f"{req.condition_type} {req.operator.value} {req.condition_status}"
+
+
+def active_since(r: remedy.Remedy) -> dict[str, datetime.datetime]:
+    """Cluster to ``since`` from ``r.status.activeClusters``, for :func:`active_clusters`."""
+    return {active.cluster: active.since for active in r.status.active_clusters}
+
+
+def active_clusters(
+    remedy_name: str,
+    decisions: Iterable[Decision],
+    previous: Mapping[str, datetime.datetime],
+    now: datetime.datetime,
+) -> list[dict[str, Any]]:
+    """``Remedy.status.activeClusters`` in wire shape, sorted by cluster.
+
+    One entry per decision in which the Remedy acts:
+    ``{"cluster", "matchedCondition"?, "since"}``; ``matchedCondition`` is
+    absent for an immediate Remedy.  ``since`` is kept from ``previous``
+    (cluster to since, see :func:`active_since`) when the cluster was already
+    active, otherwise it is ``now`` (which must be timezone-aware).
+    """
+    entries: dict[str, remedy.ActiveCluster] = {}
+    for decision in decisions:
+        for match in decision.matches:
+            if match.remedy != remedy_name:
+                continue
+            entries[decision.cluster] = remedy.ActiveCluster(
+                cluster=decision.cluster,
+                matched_condition=match.requirement,
+                since=previous.get(decision.cluster, now),
+            )
+    return [entries[name].to_dict() for name in sorted(entries)]
+
+
+def unknown_clusters(r: remedy.Remedy, known: Iterable[str]) -> list[str]:
+    """The clusters ``r`` names that do not exist, sorted.
+
+    They are reported as a condition on the Remedy rather than silently
+    ignored: a typo in ``clusterNames`` would otherwise leave a cluster
+    unprotected without a trace.  A Remedy covering every cluster names none.
+    """
+    affinity = r.spec.cluster_affinity
+    if affinity is None:
+        return []
+    existing = frozenset(known)
+    return sorted(name for name in affinity.cluster_names if name not in existing)
+

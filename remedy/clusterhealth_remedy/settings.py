@@ -1,0 +1,76 @@
+"""The Remedy controller's flags, validated before anything starts.
+
+Every flag can also be set as ``CLUSTERHEALTH_REMEDY_<FLAG>`` in the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+
+from clusterhealth_core import election, settings
+from clusterhealth_core.kube import config
+
+ENV_PREFIX = "CLUSTERHEALTH_REMEDY"
+DEFAULT_LEASE = "clusterhealth-remedy"
+
+
+@dataclasses.dataclass(frozen=True)
+class RemedySettings:
+    """Everything the controller needs, already validated."""
+
+    credentials: config.Credentials
+    resync_period: float
+    workers: int
+    event_namespace: str
+    bind_address: str
+    healthz_port: int
+    leader_elect: bool
+    election: election.ElectionConfig
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: workers must be a whole number 1-64")
+    return value
+
+
+def parser() -> settings.FlagParser:
+    """The controller's command line."""
+    p = settings.FlagParser(
+        prog="clusterhealth-remedy", env_prefix=ENV_PREFIX,
+        description="Turn Cluster conditions into Cluster.status.remedyActions per Remedy.",
+    )
+    settings.add_kube_flags(p, "", "the control plane")
+    p.add_argument("--resync-period", type=settings.duration, default=300.0,
+                   help="re-evaluate every Cluster this often, as a safety net")
+    p.add_argument("--workers", type=_workers, default=2, help="concurrent Cluster reconciles")
+    p.add_argument("--event-namespace", default="default",
+                   help="namespace for Events about (cluster-scoped) Clusters")
+    settings.add_serving_flags(p, 10359)
+    settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
+    return p
+
+
+def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -> RemedySettings:
+    """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
+    env = os.environ if environ is None else environ
+    args = parser().parse(argv, env)
+    if not args.leader_elect_resource_namespace:
+        args.leader_elect_resource_namespace = env.get("POD_NAMESPACE") or "kube-system"
+    return RemedySettings(
+        credentials=settings.credentials_from(args.kubeconfig, args.context),
+        resync_period=args.resync_period,
+        workers=args.workers,
+        event_namespace=args.event_namespace,
+        bind_address=args.bind_address,
+        healthz_port=args.healthz_port,
+        leader_elect=args.leader_elect,
+        election=settings.election_config_from(args),
+    )

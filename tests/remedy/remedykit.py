@@ -1,0 +1,117 @@
+"""End-to-end kit for the Remedy controller: test Clusters, conditions, controller processes."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from clusterhealth_core import status
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, resources
+from clusterhealth_localenv import environment
+
+DNS = "ServiceDomainNameResolutionReady"
+WRITER = "test-condition-writer"
+FAST_ELECTION = ["--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+                 "--leader-elect-retry-period", "0.5s"]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+async def make_cluster(cp: kube.ApiClient, name: str) -> None:
+    await cp.create(resources.CLUSTERS, {
+        "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"apiEndpoint": "https://10.0.0.1:6443", "syncMode": "Push"}})
+
+
+async def set_condition(cp: kube.ApiClient, cluster: str, value: str, ctype: str = DNS,
+                        manager: str = WRITER) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await status.apply_status(cp, resources.CLUSTERS, cluster, {"conditions": [{
+        "type": ctype, "status": value, "reason": "Test", "message": f"set to {value}",
+        "lastTransitionTime": now}]}, field_manager=manager)
+
+
+async def make_remedy(cp: kube.ApiClient, name: str, clusters: Sequence[str] | None,
+                      match: tuple[str, str, str] | None = (DNS, "Equal", "False")) -> None:
+    spec: dict[str, Any] = {"actions": ["TrafficControl"]}
+    if clusters is not None:
+        spec["clusterAffinity"] = {"clusterNames": list(clusters)}
+    if match is not None:
+        spec["decisionMatches"] = [{"clusterConditionMatch": {
+            "conditionType": match[0], "operator": match[1], "conditionStatus": match[2]}}]
+    await cp.create(resources.REMEDIES, {"apiVersion": resources.REMEDIES.api_version,
+                                         "kind": "Remedy", "metadata": {"name": name},
+                                         "spec": spec})
+
+
+async def actions(cp: kube.ApiClient, cluster: str) -> list[str]:
+    obj = await cp.get(resources.CLUSTERS, cluster)
+    return list((obj.get("status") or {}).get("remedyActions") or [])
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """Await ``check()`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+        except errors.KubeError as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not reached within {timeout}s (last: {last!r})")
+
+
+@dataclasses.dataclass
+class Controller:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: pathlib.Path
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def metrics(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+            return str(r.read().decode())
+
+    def is_leader(self) -> bool:
+        try:
+            return "clusterhealth_remedy_is_leader 1.0" in self.metrics()
+        except OSError:
+            return False
+
+
+def start_controller(env: environment.LocalEnvironment, python_env: dict[str, str],
+                     lease: str, log: pathlib.Path, extra: Sequence[str] = ()) -> Controller:
+    port = environment.free_port("127.0.0.1")
+    argv = [sys.executable, "-m", "clusterhealth_remedy", "--kubeconfig",
+            str(env.kubeconfig()), "--bind-address", "127.0.0.1", "--healthz-port", str(port),
+            "--leader-elect-resource-namespace", "default",
+            "--leader-elect-resource-name", lease, *FAST_ELECTION, *extra]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=python_env)
+    return Controller(proc, port, log)

@@ -1,0 +1,170 @@
+"""The Remedy controller end to end against the real control-plane API server."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import remedykit as k
+
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import resources
+
+TC = ["TrafficControl"]
+Start = Callable[..., k.Controller]
+
+
+async def _clusters(cp: kube.ApiClient, cleanup: dict[str, list[str]], n: int) -> list[str]:
+    names = [k.unique(f"rc{i}") for i in range(n)]
+    for name in names:
+        await k.make_cluster(cp, name)
+        await k.set_condition(cp, name, "True")
+        cleanup["clusters"].append(name)
+    return names
+
+
+async def _has(cp: kube.ApiClient, cluster: str, wanted: list[str]) -> bool:
+    return await k.actions(cp, cluster) == wanted
+
+
+async def test_condition_driven_remedy(controllers: Start, cp: kube.ApiClient,
+                                       cleanup: dict[str, list[str]]) -> None:
+    a, b = await _clusters(cp, cleanup, 2)
+    remedy = k.unique("dns")
+    await k.make_remedy(cp, remedy, [a, b])
+    cleanup["remedies"].append(remedy)
+    controllers()
+
+    await k.set_condition(cp, a, "False")
+    await k.eventually(lambda: _has(cp, a, TC))
+    obj = await cp.get(resources.CLUSTERS, a)
+    assert obj["status"]["remedyActionSources"] == [{"action": "TrafficControl",
+                                                      "remedies": [remedy]}]
+    assert await k.actions(cp, b) == []
+
+    async def active() -> Any:
+        st = (await cp.get(resources.REMEDIES, remedy)).get("status") or {}
+        return st.get("activeClusters")
+    entries = await k.eventually(active)
+    assert [e["cluster"] for e in entries] == [a]
+    assert entries[0]["matchedCondition"] == {
+        "conditionType": k.DNS, "operator": "Equal", "conditionStatus": "False"}
+
+    await k.set_condition(cp, a, "True")
+    await k.eventually(lambda: _has(cp, a, []))
+    obj = await cp.get(resources.CLUSTERS, a)
+    assert "remedyActionSources" not in obj["status"]
+    assert [c["type"] for c in obj["status"]["conditions"]] == [k.DNS]  # untouched
+
+    # Remedy deleted -> cleared.
+    await k.set_condition(cp, b, "False")
+    await k.eventually(lambda: _has(cp, b, TC))
+    await cp.delete(resources.REMEDIES, remedy)
+    await k.eventually(lambda: _has(cp, b, []))
+
+    # Events tell what happened and why.
+    events = await cp.list(resources.EVENTS, namespace="default",
+                           field_selector=f"involvedObject.name={b}")
+    reasons = {e["reason"]: e["message"] for e in events["items"]}
+    assert remedy in reasons["RemedyActionAdded"]
+    assert "Equal False" in reasons["RemedyActionAdded"]
+    assert "RemedyActionRemoved" in reasons
+
+
+async def test_immediate_remedy_and_affinity_moves(controllers: Start, cp: kube.ApiClient,
+                                                   cleanup: dict[str, list[str]]) -> None:
+    a, b = await _clusters(cp, cleanup, 2)
+    controllers()
+    upgrade = k.unique("maintenance")
+    await k.make_remedy(cp, upgrade, [a], match=None)
+    cleanup["remedies"].append(upgrade)
+    await k.eventually(lambda: _has(cp, a, TC))
+    assert await k.actions(cp, b) == []
+
+    # affinity [a] -> [b]: moves from a to b (union of old and new re-evaluated)
+    await cp.patch(resources.REMEDIES, upgrade, {"spec": {"clusterAffinity": {
+        "clusterNames": [b]}}})
+    await k.eventually(lambda: _has(cp, b, TC))
+    await k.eventually(lambda: _has(cp, a, []))
+
+    # affinity emptied -> applies to every cluster
+    await cp.patch(resources.REMEDIES, upgrade, {"spec": {"clusterAffinity": {
+        "clusterNames": []}}})
+    await k.eventually(lambda: _has(cp, a, TC))
+    for member in ("member1", "member2"):
+        await k.eventually(lambda m=member: _has(cp, m, TC))  # type: ignore[misc]
+
+    await cp.delete(resources.REMEDIES, upgrade)
+    for cluster in (a, b, "member1", "member2"):
+        await k.eventually(lambda c=cluster: _has(cp, c, []))  # type: ignore[misc]
+
+
+async def test_unknown_cluster_reported_on_remedy(controllers: Start, cp: kube.ApiClient,
+                                                  cleanup: dict[str, list[str]]) -> None:
+    (a,) = await _clusters(cp, cleanup, 1)
+    remedy = k.unique("typo")
+    await k.make_remedy(cp, remedy, [a, "no-such-cluster"])
+    cleanup["remedies"].append(remedy)
+    controllers()
+
+    async def resolved() -> Any:
+        st = (await cp.get(resources.REMEDIES, remedy)).get("status") or {}
+        return next((c for c in st.get("conditions") or [] if c["type"] == "ClustersResolved"),
+                    None)
+    cond = await k.eventually(resolved)
+    assert cond["status"] == "False"
+    assert "no-such-cluster" in cond["message"]
+
+
+async def test_concurrent_writer_loses_nothing(controllers: Start, cp: kube.ApiClient,
+                                               cleanup: dict[str, list[str]]) -> None:
+    (a,) = await _clusters(cp, cleanup, 1)
+    remedy = k.unique("busy")
+    await k.make_remedy(cp, remedy, [a])
+    cleanup["remedies"].append(remedy)
+    controllers()
+    rng = random.Random(7)
+    dns_value = "True"
+    for n in range(300):
+        # the agent flips DNS now and then; another writer flips Ready all the time
+        if n % 30 == 0:
+            dns_value = rng.choice(["True", "False"])
+            await k.set_condition(cp, a, dns_value, manager="agent-like")
+        await k.set_condition(cp, a, "True" if n % 2 else "False", ctype="Ready",
+                              manager="status-like")
+    expected = TC if dns_value == "False" else []
+    await k.eventually(lambda: _has(cp, a, expected))
+    obj = await cp.get(resources.CLUSTERS, a)
+    types = sorted(c["type"] for c in obj["status"]["conditions"])
+    assert types == ["Ready", k.DNS]
+    await asyncio.sleep(1)  # and it stays right
+    assert await k.actions(cp, a) == expected
+
+
+async def test_leader_killed_mid_stream_other_converges(
+        controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
+    clusters = await _clusters(cp, cleanup, 3)
+    remedy = k.unique("failover")
+    await k.make_remedy(cp, remedy, clusters)
+    cleanup["remedies"].append(remedy)
+    first, second = controllers(), controllers()
+    leader = await k.eventually(lambda: _leader([first, second]))
+    for cluster in clusters:
+        await k.set_condition(cp, cluster, "False")
+    leader.stop(signal.SIGKILL)  # mid-stream: the flips are still being processed
+    for cluster in clusters[:2]:
+        await k.set_condition(cp, cluster, "True")
+    survivor = second if leader is first else first
+    await k.eventually(lambda: _leader([survivor]), timeout=20)
+    for cluster, wanted in zip(clusters, ([], [], TC), strict=True):
+        await k.eventually(lambda c=cluster, w=wanted: _has(cp, c, w), timeout=20)  # type: ignore[misc]
+
+
+async def _leader(candidates: list[k.Controller]) -> k.Controller | None:
+    for ctrl in candidates:
+        if await asyncio.to_thread(ctrl.is_leader):
+            return ctrl
+    return None

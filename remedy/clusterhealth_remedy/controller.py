@@ -208,13 +208,10 @@ class RemedyController:
         parsed = self.parsed.get(name)
         if obj is None or parsed is None:
             return
-        live = (obj.get("status") or {})
-        previous = {
-            str(entry["cluster"]): meta.parse_time(entry["since"])
-            for entry in live.get("activeClusters") or [] if entry.get("since")
-        }
+        live = obj.get("status") or {}
         now = self.clock.now()
-        active = decision.active_clusters(name, self.decisions.values(), previous, now)
+        active = decision.active_clusters(name, self.decisions.values(),
+                                          decision.active_since(parsed), now)
         unknown = decision.unknown_clusters(parsed, self._cluster_names())
         condition = meta.Condition(
             type=CONDITION_CLUSTERS_RESOLVED,

@@ -15,6 +15,7 @@ DEBIAN=(
   "curl:curl"
   "dnsmasq:dnsmasq-base"   # the real DNS server the agent's tests stop and start
   "promtool:prometheus"    # promtool check/test rules for every alert
+  "haproxy:haproxy"        # the real load balancer the MCI provider drives
 )
 
 missing=()

@@ -1,0 +1,597 @@
+"""The clusterhealth-remedy chart: what it renders, what it refuses, and least privilege.
+
+Every manifest is validated with kubernetes-validate (strict, the project's
+Kubernetes version) except the monitoring.coreos.com ServiceMonitor, which it
+has no schema for: its structure is checked here instead.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from clusterhealth_localenv import binaries
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "remedy"
+KUBERNETES = binaries.KUBERNETES_VERSION.lstrip("v")
+NAMESPACE = "clusterhealth-system"
+RELEASE = "clusterhealth-remedy"
+CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+MONITORING = "monitoring.coreos.com/v1"
+CRDS = ["clusters.cluster.karmada.io", "multiclusteringresses.networking.karmada.io",
+        "remedies.remedy.karmada.io"]
+KARMADA_HOST = {"kubeconfigSecret": {"name": "karmada-kubeconfig", "key": "config"},
+                "crds": {"enabled": False}}
+
+Manifest = dict[str, Any]
+Render = Callable[..., list[Manifest]]
+
+
+def _run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    """Helm, with the chart's file:// dependency built (charts/ and Chart.lock are ignored)."""
+    path = str(binaries.ensure_helm())
+    proc = _run_helm(path, "dependency", "build", str(CHART))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return path
+
+
+def _template_args(values: dict[str, Any] | None, sets: tuple[str, ...],
+                   tmp_path: pathlib.Path, *extra: str) -> list[str]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+            "--kube-version", KUBERNETES, *extra]
+    if values is not None:
+        # JSON is YAML: exact types (integers stay integers, unlike some --set forms).
+        values_file = tmp_path / f"values-{len(list(tmp_path.iterdir()))}.yaml"
+        values_file.write_text(json.dumps(values))
+        args += ["--values", str(values_file)]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+@pytest.fixture
+def render(helm: str, tmp_path: pathlib.Path) -> Render:
+    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
+
+    def _render(values: dict[str, Any] | None = None, *sets: str,
+                include_crds: bool = False) -> list[Manifest]:
+        extra = ("--include-crds",) if include_crds else ()
+        proc = _run_helm(helm, *_template_args(values, sets, tmp_path, *extra))
+        assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
+        return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+    return _render
+
+
+@pytest.fixture
+def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
+    """Render the chart expecting helm to refuse; return its error output."""
+
+    def _render_error(values: dict[str, Any] | None = None, *sets: str) -> str:
+        proc = _run_helm(helm, *_template_args(values, sets, tmp_path))
+        assert proc.returncode != 0, f"helm template accepted bad values:\n{proc.stdout}"
+        return proc.stderr
+
+    return _render_error
+
+
+def _one(documents: list[Manifest], kind: str, name: str | None = None) -> Manifest:
+    found = [d for d in documents
+             if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def _kinds(documents: list[Manifest]) -> list[str]:
+    return sorted(d["kind"] for d in documents)
+
+
+def _pod(documents: list[Manifest]) -> Manifest:
+    pod: Manifest = _one(documents, "Deployment")["spec"]["template"]["spec"]
+    return pod
+
+
+def _container(documents: list[Manifest]) -> Manifest:
+    pod = _pod(documents)
+    assert [c["name"] for c in pod["containers"]] == ["remedy"]
+    container: Manifest = pod["containers"][0]
+    return container
+
+
+RBAC_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding", "RoleBinding"]
+
+
+# --- the chart itself ------------------------------------------------------------------
+
+def test_chart_depends_on_the_crds_chart_by_file() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["name"] == "clusterhealth-remedy"
+    assert chart["dependencies"] == [{"name": "clusterhealth-crds", "version": "0.1.0",
+                                      "repository": "file://../clusterhealth-crds",
+                                      "condition": "crds.enabled"}]
+    crds_chart = yaml.safe_load((ROOT / "charts" / "clusterhealth-crds" / "Chart.yaml")
+                                .read_text())
+    assert crds_chart["version"] == "0.1.0"
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["crds"] == {"enabled": True}
+    # what `helm dependency build` writes is not committed
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "charts/*/charts/" in ignored
+    assert "charts/*/Chart.lock" in ignored
+
+
+def test_there_are_ci_values() -> None:
+    assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
+                         "karmada-rbac-values.yaml"]
+
+
+@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
+def test_lints_strictly(helm: str, values_file: str | None) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    if values_file:
+        args += ["--values", str(CHART / "ci" / values_file)]
+    proc = _run_helm(helm, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+@pytest.mark.parametrize("values_file", CI_VALUES)
+def test_renders_valid_manifests(helm: str, values_file: str) -> None:
+    proc = _run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                     "--kube-version", KUBERNETES, "--include-crds",
+                     "--values", str(CHART / "ci" / values_file))
+    assert proc.returncode == 0, proc.stderr
+    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert documents
+    for document in documents:
+        if document["apiVersion"] == MONITORING:
+            continue  # no schema in kubernetes-validate: see test_service_monitor
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+
+
+def test_defaults_render_valid_manifests(render: Render) -> None:
+    documents = render()
+    assert _kinds(documents) == sorted([
+        "ServiceAccount", *RBAC_KINDS, "Service", "Deployment", "PodDisruptionBudget",
+    ])
+    for document in documents:
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+    for document in documents:
+        labels = document["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "clusterhealth-remedy"
+        assert labels["app.kubernetes.io/part-of"] == "clusterhealth"
+
+
+def test_names_follow_the_release(render: Render, helm: str) -> None:
+    assert _one(render(), "Deployment")["metadata"]["name"] == RELEASE
+    proc = _run_helm(helm, "template", "cp", str(CHART), "--kube-version", KUBERNETES)
+    assert proc.returncode == 0, proc.stderr
+    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert _one(documents, "Deployment")["metadata"]["name"] == "cp-clusterhealth-remedy"
+
+
+# --- the Deployment --------------------------------------------------------------------
+
+def test_deployment_defaults(render: Render) -> None:
+    documents = render()
+    deployment = _one(documents, "Deployment")
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    pod = _pod(documents)
+    assert pod["serviceAccountName"] == RELEASE
+    assert pod["automountServiceAccountToken"] is True
+    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(pod)
+    container = _container(documents)
+    assert container["image"] == "clusterhealth-remedy:0.1.0"
+    assert container["command"] == ["python", "-m", "clusterhealth_remedy"]
+
+
+def test_deployment_args(render: Render) -> None:
+    assert _container(render())["args"] == [
+        "--resync-period=5m",
+        "--workers=2",
+        "--event-namespace=default",
+        "--healthz-port=10359",
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=15s",
+        "--leader-elect-renew-deadline=10s",
+        "--leader-elect-retry-period=2s",
+        f"--leader-elect-resource-name={RELEASE}",
+        f"--leader-elect-resource-namespace={NAMESPACE}",
+    ]
+
+
+def test_deployment_args_follow_values(render: Render) -> None:
+    args = _container(render({
+        "resyncPeriod": "90s", "workers": 8, "eventNamespace": "karmada-system",
+        "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
+                           "retryPeriod": "500ms"},
+        "extraArgs": ["--bind-address=127.0.0.1", "--context=karmada"],
+    }))["args"]
+    for expected in ("--resync-period=90s", "--workers=8", "--event-namespace=karmada-system",
+                     "--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40.5s",
+                     "--leader-elect-retry-period=500ms"):
+        assert expected in args
+    assert args[-2:] == ["--bind-address=127.0.0.1", "--context=karmada"]
+    assert not [a for a in args if a.startswith("--kubeconfig")]
+
+
+def test_deployment_env_from_downward_api(render: Render) -> None:
+    assert _container(render())["env"] == [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+
+
+def test_deployment_security_context(render: Render) -> None:
+    documents = render()
+    assert _pod(documents)["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert _container(documents)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # /tmp is the only writable path (readOnlyRootFilesystem)
+    assert _container(documents)["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert _pod(documents)["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+
+
+def test_deployment_resources_and_health_probes(render: Render) -> None:
+    container = _container(render())
+    assert container["resources"] == {"requests": {"cpu": "20m", "memory": "96Mi"},
+                                      "limits": {"memory": "256Mi"}}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 10359,
+                                   "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_replicas_prefer_different_nodes(render: Render) -> None:
+    documents = render()
+    selector = _one(documents, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert _pod(documents)["affinity"] == {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": selector}},
+        }],
+    }}
+    # scheduling values replace the default
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}]}}}
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "cp",
+                    "effect": "NoSchedule"}]
+    pod = _pod(render({"affinity": affinity, "tolerations": tolerations,
+                       "nodeSelector": {"kubernetes.io/os": "linux"},
+                       "priorityClassName": "system-cluster-critical"}))
+    assert pod["affinity"] == affinity
+    assert pod["tolerations"] == tolerations
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["priorityClassName"] == "system-cluster-critical"
+
+
+def test_image_values(render: Render) -> None:
+    container = _container(render({"image": {"repository": "registry.example.org/remedy",
+                                             "tag": "1.2.3", "pullPolicy": "Always"}}))
+    assert container["image"] == "registry.example.org/remedy:1.2.3"
+    assert container["imagePullPolicy"] == "Always"
+
+
+# --- PodDisruptionBudget ---------------------------------------------------------------
+
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_pdb_with_several_replicas(render: Render, replicas: int) -> None:
+    documents = render({"replicas": replicas})
+    assert _one(documents, "Deployment")["spec"]["replicas"] == replicas
+    pdb = _one(documents, "PodDisruptionBudget", RELEASE)
+    assert pdb["metadata"]["namespace"] == NAMESPACE
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {
+        "matchLabels": _one(documents, "Deployment")["spec"]["selector"]["matchLabels"]}}
+
+
+def test_no_pdb_with_one_replica(render: Render) -> None:
+    documents = render({"replicas": 1})
+    assert _one(documents, "Deployment")["spec"]["replicas"] == 1
+    assert "PodDisruptionBudget" not in _kinds(documents)
+    assert "PodDisruptionBudget" not in _kinds(render(None, "replicas=1"))
+
+
+# --- values that are refused -----------------------------------------------------------
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"replicas": 0}, "/replicas"),
+    ({"replicas": -1}, "/replicas"),
+    ({"replicas": 1.5}, "/replicas"),
+    ({"replicas": "2"}, "/replicas"),
+    ({"workers": 0}, "/workers"),
+    ({"workers": 65}, "/workers"),
+    ({"workers": 2.5}, "/workers"),
+    ({"resyncPeriod": "5"}, "/resyncPeriod"),
+    ({"resyncPeriod": "1d"}, "/resyncPeriod"),
+    ({"resyncPeriod": "0s"}, "/resyncPeriod"),
+    ({"resyncPeriod": "-5m"}, "/resyncPeriod"),
+    ({"resyncPeriod": 300}, "/resyncPeriod"),
+    ({"leaderElection": {"leaseDuration": "15"}}, "/leaderElection/leaseDuration"),
+    ({"leaderElection": {"renewDeadline": "ten"}}, "/leaderElection/renewDeadline"),
+    ({"leaderElection": {"retryPeriod": "0ms"}}, "/leaderElection/retryPeriod"),
+    ({"leaderElection": {"leaseName": "x"}}, "additional properties 'leaseName' not allowed"),
+    ({"replica": 2}, "additional properties 'replica' not allowed"),
+    ({"eventNamespace": "Default"}, "/eventNamespace"),
+    ({"eventNamespace": ""}, "/eventNamespace"),
+    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"image": {"repository": ""}}, "/image/repository"),
+    ({"extraArgs": ["workers=3"]}, "/extraArgs/0"),
+    ({"kubeconfigSecret": {"name": "Bad_Name", "key": "kubeconfig"}}, "/kubeconfigSecret/name"),
+    ({"kubeconfigSecret": {"name": "kc", "key": "a/b"}}, "/kubeconfigSecret/key"),
+    ({"kubeconfigSecret": {"secretName": "kc"}}, "/kubeconfigSecret"),
+    ({"crds": {"enabled": "no"}}, "/crds/enabled"),
+    ({"crds": {"install": False}}, "additional properties 'install' not allowed"),
+    ({"rbacOnly": "true"}, "/rbacOnly"),
+    ({"serviceMonitor": {"enabled": True, "interval": "30"}}, "/serviceMonitor/interval"),
+    ({"serviceMonitor": {"enable": True}}, "additional properties 'enable' not allowed"),
+    ({"nodeSelector": {"zone": 1}}, "/nodeSelector/zone"),
+])
+def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
+                                   message: str) -> None:
+    error = render_error(values)
+    assert "don't meet the specifications of the schema" in error, error
+    assert message in error, error
+
+
+@pytest.mark.parametrize("item", ["replicas=0", "workers=100", "resyncPeriod=5", "foo=bar"])
+def test_schema_rejects_bad_values_given_with_set(render_error: Callable[..., str],
+                                                  item: str) -> None:
+    assert "don't meet the specifications of the schema" in render_error(None, item)
+
+
+@pytest.mark.parametrize("timings", [
+    {"leaseDuration": "15s", "renewDeadline": "15s", "retryPeriod": "2s"},
+    {"leaseDuration": "10s", "renewDeadline": "15s", "retryPeriod": "2s"},
+    {"leaseDuration": "1m", "renewDeadline": "60s", "retryPeriod": "2s"},
+    {"leaseDuration": "15s", "renewDeadline": "2000ms", "retryPeriod": "2s"},
+    {"leaseDuration": "1h", "renewDeadline": "59m", "retryPeriod": "1h"},
+])
+def test_lease_timings_must_decrease(render_error: Callable[..., str],
+                                     timings: dict[str, str]) -> None:
+    error = render_error({"leaderElection": timings})
+    assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
+
+
+def test_lease_timings_in_mixed_units(render: Render) -> None:
+    args = _container(render({"leaderElection": {"leaseDuration": "0.5m",
+                                                 "renewDeadline": "29.9s",
+                                                 "retryPeriod": "1500ms"}}))["args"]
+    assert "--leader-elect-lease-duration=0.5m" in args
+
+
+def test_schema_is_draft_07_and_closed() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+
+
+def test_values_file_is_short() -> None:
+    assert len((CHART / "values.yaml").read_text().splitlines()) <= 60
+
+
+# --- RBAC ------------------------------------------------------------------------------
+
+def _rules(documents: list[Manifest]) -> list[tuple[str, str, str, Manifest]]:
+    return [(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"], rule)
+            for d in documents if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]]
+
+
+def _granted(documents: list[Manifest]) -> set[tuple[str, str, str, str, tuple[str, ...]]]:
+    return {(namespace, group, resource, verb, tuple(rule.get("resourceNames", [])))
+            for _, namespace, _, rule in _rules(documents) for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def _expected_grants(event_namespace: str = "default", lease: str = RELEASE,
+                     namespace: str = NAMESPACE) -> set[tuple[str, str, str, str,
+                                                              tuple[str, ...]]]:
+    return {
+        ("", "cluster.karmada.io", "clusters", "get", ()),
+        ("", "cluster.karmada.io", "clusters", "list", ()),
+        ("", "cluster.karmada.io", "clusters", "watch", ()),
+        ("", "cluster.karmada.io", "clusters/status", "patch", ()),
+        ("", "remedy.karmada.io", "remedies", "get", ()),
+        ("", "remedy.karmada.io", "remedies", "list", ()),
+        ("", "remedy.karmada.io", "remedies", "watch", ()),
+        ("", "remedy.karmada.io", "remedies/status", "patch", ()),
+        (event_namespace, "", "events", "create", ()),
+        (event_namespace, "", "events", "patch", ()),
+        (namespace, "coordination.k8s.io", "leases", "create", ()),
+        (namespace, "coordination.k8s.io", "leases", "get", (lease,)),
+        (namespace, "coordination.k8s.io", "leases", "update", (lease,)),
+    }
+
+
+@pytest.mark.parametrize("event_namespace", ["default", NAMESPACE, "karmada-system"])
+def test_rbac_is_exactly_least_privilege(render: Render, event_namespace: str) -> None:
+    documents = render({"eventNamespace": event_namespace})
+    for kind, namespace, name, rule in _rules(documents):
+        where = f"{kind} {namespace}/{name}"
+        assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, where
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert "*" not in rule.get(field, []), f"wildcard {field} in {where}"
+            assert not any("*" in item for item in rule.get(field, [])), where
+        assert "secrets" not in rule["resources"], where
+        assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} \
+            & set(rule["verbs"]), where
+    assert _granted(documents) == _expected_grants(event_namespace)
+    # ClusterRoles hold only the cluster-scoped grants, Roles only the namespaced ones
+    for kind, namespace, _, rule in _rules(documents):
+        assert (kind == "ClusterRole") == (namespace == "")
+        assert (kind == "ClusterRole") == (rule["apiGroups"][0].endswith("karmada.io"))
+
+
+def test_rbac_binds_the_deployment_service_account(render: Render) -> None:
+    documents = render()
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+             for d in documents if d["kind"] in ("Role", "ClusterRole")}
+    bindings = [d for d in documents if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert len(bindings) == len(roles) == 3
+    service_account = _one(documents, "ServiceAccount")["metadata"]
+    assert _pod(documents)["serviceAccountName"] == service_account["name"]
+    for binding in bindings:
+        namespace = binding["metadata"].get("namespace", "")
+        assert binding["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
+        assert (binding["roleRef"]["kind"], namespace, binding["roleRef"]["name"]) in roles
+        assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                        "name": service_account["name"],
+                                        "namespace": service_account["namespace"]}]
+    # the Lease the replicas elect with is the one the Role lets them update
+    lease_role = _one(documents, "Role", f"{RELEASE}-leader-election")
+    args = _container(documents)["args"]
+    assert f"--leader-elect-resource-name={lease_role['rules'][1]['resourceNames'][0]}" in args
+    assert f"--leader-elect-resource-namespace={lease_role['metadata']['namespace']}" in args
+    # and the Events go where the events Role is
+    events_role = _one(documents, "Role", f"{RELEASE}-events")
+    assert f"--event-namespace={events_role['metadata']['namespace']}" in args
+
+
+# --- CRDs: the clusterhealth-crds dependency ------------------------------------------
+
+def _crd_names(documents: list[Manifest]) -> list[str]:
+    return sorted(d["metadata"]["name"] for d in documents
+                  if d["kind"] == "CustomResourceDefinition")
+
+
+def test_crds_come_from_the_dependency(render: Render) -> None:
+    assert _crd_names(render(include_crds=True)) == CRDS
+    assert _crd_names(render()) == []  # only with --include-crds, as Helm does
+
+
+def test_crds_disabled_drop_them(render: Render) -> None:
+    for documents in (render({"crds": {"enabled": False}}, include_crds=True),
+                      render(None, "crds.enabled=false", include_crds=True)):
+        assert _crd_names(documents) == []
+        # the controller itself is unchanged
+        assert _kinds(documents) == _kinds(render())
+
+
+# --- kubeconfigSecret: a host cluster managing another API server (Karmada) ------------
+
+def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
+    documents = render(KARMADA_HOST)
+    container = _container(documents)
+    pod = _pod(documents)
+    assert container["args"][0] == "--kubeconfig=/etc/clusterhealth/kubeconfig/config"
+    assert len([a for a in container["args"] if a.startswith("--kubeconfig")]) == 1
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert set(mounts) == set(volumes) == {"kubeconfig", "tmp"}
+    assert mounts["kubeconfig"] == {"name": "kubeconfig",
+                                    "mountPath": "/etc/clusterhealth/kubeconfig",
+                                    "readOnly": True}
+    assert volumes["kubeconfig"]["secret"] == {
+        "secretName": "karmada-kubeconfig", "defaultMode": 0o440,
+        "items": [{"key": "config", "path": "config"}]}
+    # nothing of the host's API server: no token, no RBAC, no CRDs
+    assert pod["automountServiceAccountToken"] is False
+    assert _one(documents, "ServiceAccount")["automountServiceAccountToken"] is False
+    assert _kinds(documents) == sorted(["ServiceAccount", "Service", "Deployment",
+                                        "PodDisruptionBudget"])
+    assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
+    for document in documents:
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+
+
+def test_kubeconfig_secret_default_key(render: Render) -> None:
+    documents = render(None, "kubeconfigSecret.name=kc", "crds.enabled=false")
+    assert "--kubeconfig=/etc/clusterhealth/kubeconfig/kubeconfig" in _container(documents)["args"]
+    volume = next(v for v in _pod(documents)["volumes"] if v["name"] == "kubeconfig")
+    assert volume["secret"]["secretName"] == "kc"
+
+
+def test_kubeconfig_secret_refuses_crds_in_the_host(render_error: Callable[..., str]) -> None:
+    error = render_error({"kubeconfigSecret": {"name": "kc", "key": "kubeconfig"}})
+    assert "set crds.enabled=false" in error, error
+
+
+def test_rbac_only(render: Render) -> None:
+    documents = render({"rbacOnly": True, "crds": {"enabled": False},
+                        "serviceMonitor": {"enabled": True}})
+    assert _kinds(documents) == sorted(["ServiceAccount", *RBAC_KINDS])
+    assert _granted(documents) == _expected_grants()
+    for document in documents:
+        kubernetes_validate.validate(document, KUBERNETES, strict=True)
+    # the same names as the host install with the same release name and namespace
+    host = render(KARMADA_HOST)
+    assert _one(documents, "ServiceAccount")["metadata"] == _one(host, "ServiceAccount")[
+        "metadata"] | {"name": RELEASE, "namespace": NAMESPACE}
+    args = _container(host)["args"]
+    assert f"--leader-elect-resource-name={RELEASE}" in args
+    assert f"--leader-elect-resource-namespace={NAMESPACE}" in args
+    # rbacOnly into our own control plane may install the CRDs there
+    assert _crd_names(render({"rbacOnly": True}, include_crds=True)) == CRDS
+
+
+# --- metrics ---------------------------------------------------------------------------
+
+def test_metrics_service_selects_the_pods(render: Render) -> None:
+    documents = render()
+    service = _one(documents, "Service", f"{RELEASE}-metrics")
+    pod_labels = _one(documents, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 10359,
+                                         "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_service_monitor_disabled_by_default(render: Render) -> None:
+    assert not [d for d in render() if d["apiVersion"] == MONITORING]
+
+
+def test_service_monitor(render: Render) -> None:
+    documents = render({"serviceMonitor": {"enabled": True, "interval": "15s",
+                                           "labels": {"release": "prom"}}})
+    monitor = _one(documents, "ServiceMonitor")
+    assert monitor["apiVersion"] == MONITORING
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = _one(documents, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() \
+        <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "interval": "15s", "honorLabels": True}]
+
+
+# --- the README documents what the chart does -----------------------------------------
+
+def test_readme_documents_values_and_metrics() -> None:
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for key in values:
+        assert f"`{key}" in readme, key
+    for metric in ("clusterhealth_remedy_active_actions{cluster,action}",
+                   "clusterhealth_remedy_reconcile_duration_seconds",
+                   "clusterhealth_remedy_reconcile_errors_total",
+                   "clusterhealth_remedy_evaluations_total",
+                   "clusterhealth_remedy_is_leader"):
+        assert metric in readme, metric
+    assert "--set crds.enabled=false" in readme

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "clusterhealth-remedy"
 COMPONENT = "clusterhealth-remedy"
 CONDITION_CLUSTERS_RESOLVED = "ClustersResolved"
+STATUS_COALESCE = 1.0
+"""Seconds a Remedy's status waits for more cluster changes before it is written."""
+EVENT_CONCURRENCY = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +103,8 @@ class RemedyController:
         self.decisions: dict[str, decision.Decision] = {}
         self.clusters.add_handler(self._on_cluster)
         self.remedies.add_handler(self._on_remedy)
+        self._event_slots = asyncio.Semaphore(EVENT_CONCURRENCY)
+        self._event_tasks: set[asyncio.Task[None]] = set()
 
     # --- event handlers (synchronous, cheap: they only queue names) -------
 
@@ -172,7 +177,7 @@ class RemedyController:
         if owned_status(obj) != desired:
             await status.apply_status(self.api, resources.CLUSTERS, name, desired,
                                       field_manager=FIELD_MANAGER)
-            await self._record_changes(obj, before, result)
+            self._record_changes(obj, before, result)
         previous = self.decisions.get(name)
         self.decisions[name] = result
         self.metrics.set_actions(name, previous.actions if previous else tuple(before),
@@ -181,10 +186,21 @@ class RemedyController:
             touched = {m.remedy for m in result.matches}
             touched |= {m.remedy for m in previous.matches} if previous else set()
             for remedy_name in touched:
-                self.remedy_queue.add(remedy_name)
+                # coalesce: one Remedy may cover 1,000 clusters changing at once
+                self.remedy_queue.add_after(remedy_name, STATUS_COALESCE)
 
-    async def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
-                              result: decision.Decision) -> None:
+    def _event(self, target: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Record an Event in the background: a reconcile never waits for it."""
+        async def record() -> None:
+            async with self._event_slots:
+                await self.recorder.record(target, type_, reason, message)
+
+        task = asyncio.create_task(record())
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
+                        result: decision.Decision) -> None:
         added, removed = decision.action_changes(before, result.sources)
         target = {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster", **obj}
         by_remedy = {m.remedy: m for m in result.matches}
@@ -194,13 +210,12 @@ class RemedyController:
                 for r in remedies if r in by_remedy
             )
             log.info("cluster %s: %s added by %s", obj["metadata"]["name"], action, why)
-            await self.recorder.record(target, "Warning", "RemedyActionAdded",
-                                       f"{action} added by {why}")
+            self._event(target, "Warning", "RemedyActionAdded", f"{action} added by {why}")
         for action, remedies in removed:
             was = f" (was: {', '.join(remedies)})" if remedies else ""
             log.info("cluster %s: %s removed%s", obj["metadata"]["name"], action, was)
-            await self.recorder.record(target, "Normal", "RemedyActionRemoved",
-                                       f"{action} removed: no Remedy requires it any more{was}")
+            self._event(target, "Normal", "RemedyActionRemoved",
+                        f"{action} removed: no Remedy requires it any more{was}")
 
     async def reconcile_remedy(self, name: str) -> None:
         """Write a Remedy's status: the clusters it acts on, and unknown cluster names."""
@@ -279,7 +294,8 @@ class RemedyController:
         finally:
             for task in tasks:
                 task.cancel()
-            for task in tasks:
+            for task in [*tasks, *self._event_tasks]:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self.cluster_queue.shutdown()

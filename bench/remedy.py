@@ -146,8 +146,10 @@ def _actions(obj: dict[str, Any]) -> tuple[str, ...]:
 async def _wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...]],
                           started: float, proc: subprocess.Popen[bytes], peak: list[float]
                           ) -> float:
-    """Follow the Clusters with one list + watch (polling 1,000 objects would load the
-    API server and distort the figure); return the seconds until all are as expected.
+    """Return the seconds until every Cluster has the expected actions.
+
+    One list and a watch: polling 1,000 objects would load the API server and
+    distort the figure.
     """
     listing = await api.list(resources.CLUSTERS)
     have = {i["metadata"]["name"]: _actions(i) for i in listing["items"]}

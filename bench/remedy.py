@@ -176,7 +176,7 @@ async def _wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ..
 
 
 async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_remedies: int,
-                        tmp: pathlib.Path) -> list[report.Figure]:
+                        tmp: pathlib.Path, change_trials: int = 3) -> list[report.Figure]:
     clusters = [f"scale-{i:04d}" for i in range(n_clusters)]
     conditions = {c: ("False" if i % 7 == 0 else "True") for i, c in enumerate(clusters)}
     group = max(1, n_clusters // max(1, n_remedies - 1))
@@ -200,11 +200,16 @@ async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_re
             changed = dict(remedies[-1])
             changed["spec"] = {**changed["spec"], "decisionMatches": [{"clusterConditionMatch": {
                 "conditionType": DNS, "operator": "NotEqual", "conditionStatus": "Unknown"}}]}
-            expected = _expected(clusters, conditions, [*remedies[:-1], changed])
-            takeover.progress("changing the Remedy that covers every cluster")
-            started = time.monotonic()
-            await api.patch(resources.REMEDIES, "scale-all", {"spec": changed["spec"]})
-            after_change = await _wait_converged(api, expected, started, ctrl, peak)
+            variants = [(changed, _expected(clusters, conditions, [*remedies[:-1], changed])),
+                        (remedies[-1], _expected(clusters, conditions, remedies))]
+            after_change: list[float] = []
+            for trial in range(2 * change_trials):
+                body, expected = variants[trial % 2]
+                takeover.progress(f"change {trial + 1}/{2 * change_trials} of the Remedy "
+                                  "that covers every cluster")
+                started = time.monotonic()
+                await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
+                after_change.append(await _wait_converged(api, expected, started, ctrl, peak))
             rss = max([steady, *peak, _rss_mib(ctrl.pid)])
         finally:
             ctrl.terminate()
@@ -212,8 +217,9 @@ async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_re
     return [
         report.Figure(f"converge after start ({n_clusters} Clusters, {n_remedies} Remedies)",
                       (after_start,), "s", "-", "recorded"),
-        report.Figure("converge after changing a Remedy covering every cluster",
-                      (after_change,), "s", "< 10 s", "pass" if after_change < 10 else "FAIL"),
+        report.Figure("converge after changing a Remedy covering every cluster (1,000 writes)",
+                      tuple(after_change), "s", "< 10 s",
+                      "pass" if max(after_change) < 10 else "FAIL"),
         report.Figure("controller RSS, peak during the scale run", (rss,), "MiB", "< 150 MB",
                       "pass" if rss < 150e6 / 2**20 else "FAIL"),
     ]
@@ -248,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "flips raise TrafficControl, half clear it. One controller, caches synced.",
             "Scale: Remedies 0..98 name 10 Clusters each and match DNS=False (every 7th "
             "Cluster); the last Remedy covers every Cluster and at first matches nothing; "
-            "changing its match to DNS NotEqual Unknown makes all Clusters need a write. "
+            "changing its match to DNS NotEqual Unknown makes all Clusters need a write, "
+            "changing it back clears them again (3 of each, alternating). "
             "Convergence is polled by listing Clusters every 0.1 s; 4 workers.",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])

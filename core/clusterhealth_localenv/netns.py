@@ -1,0 +1,69 @@
+"""Test hosts: network namespaces with a veth link to this machine.
+
+Kubernetes refuses loopback addresses in EndpointSlices, so backends that a
+load balancer reaches through a member's EndpointSlices need addresses of
+their own.  A :class:`TestHost` is a network namespace made by the test run
+itself, joined to the root namespace by a veth pair (``10.250.<n>.1`` on
+this side, ``10.250.<n>.2`` inside): traffic to it never leaves the machine.
+Needs root and iproute2.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+
+class NetnsError(RuntimeError):
+    """A namespace could not be made; the message says why."""
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    ip = shutil.which("ip") or "/usr/sbin/ip"
+    proc = subprocess.run([ip, *args], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise NetnsError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+                         "(test hosts need root and iproute2)")
+    return proc
+
+
+class TestHost:
+    """One namespace ``ch-<name>`` reachable at :attr:`address`."""
+
+    def __init__(self, name: str, index: int) -> None:
+        if not 1 <= index <= 254:
+            raise ValueError("index must be 1..254")
+        self.namespace = f"ch-{name}"
+        self.index = index
+        self.host_link = f"chh{index}"
+        self.ns_link = f"chn{index}"
+        self.host_address = f"10.250.{index}.1"
+        self.address = f"10.250.{index}.2"
+
+    def create(self) -> TestHost:
+        """Make the namespace and its link (replacing leftovers of an aborted run)."""
+        self.destroy()
+        _ip("netns", "add", self.namespace)
+        try:
+            _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link)
+            _ip("link", "set", self.ns_link, "netns", self.namespace)
+            _ip("addr", "add", f"{self.host_address}/24", "dev", self.host_link)
+            _ip("link", "set", self.host_link, "up")
+            for args in (("addr", "add", f"{self.address}/24", "dev", self.ns_link),
+                         ("link", "set", self.ns_link, "up"), ("link", "set", "lo", "up")):
+                _ip("netns", "exec", self.namespace, "ip", *args)
+        except NetnsError:
+            self.destroy()
+            raise
+        return self
+
+    def destroy(self) -> None:
+        """Remove the namespace and its link (no error when they are gone)."""
+        _ip("netns", "del", self.namespace, check=False)
+        _ip("link", "del", self.host_link, check=False)
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """``command`` run inside the namespace."""
+        return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", self.namespace,
+                *command]

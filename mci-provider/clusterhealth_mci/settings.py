@@ -1,0 +1,134 @@
+"""The MCI controller's flags, validated before anything starts.
+
+Every flag can also be set as ``CLUSTERHEALTH_MCI_<FLAG>`` in the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+from clusterhealth_core import election, settings
+from clusterhealth_core.kube import config
+
+ENV_PREFIX = "CLUSTERHEALTH_MCI"
+DEFAULT_LEASE = "clusterhealth-mci-provider"
+PROVIDERS = ("haproxy", "fake")
+
+
+@dataclasses.dataclass(frozen=True)
+class MCISettings:
+    """Everything the controller needs, already validated."""
+
+    credentials: config.Credentials
+    provider: str
+    ingress_class: str
+    default_class: bool
+    haproxy_socket: str
+    haproxy_slots: int
+    haproxy_servers_per_slot: int
+    haproxy_map_dir: str
+    haproxy_bind_address: str
+    haproxy_bind_port: int
+    haproxy_advertise: tuple[tuple[str, int], ...]
+    drain_timeout: float
+    fail_open: bool
+    resync_period: float
+    workers: int
+    bind_address: str
+    healthz_port: int
+    leader_elect: bool
+    election: election.ElectionConfig
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: a whole number {low}-{high}")
+        return value
+    return parse
+
+
+def parser() -> settings.FlagParser:
+    """The controller's command line."""
+    p = settings.FlagParser(
+        prog="clusterhealth-mci", env_prefix=ENV_PREFIX,
+        description="Keep MultiClusterIngress status and a load balancer in step with the "
+                    "member clusters and their remedy actions.",
+    )
+    settings.add_kube_flags(p, "", "the control plane")
+    p.add_argument("--provider", choices=PROVIDERS, default="haproxy",
+                   help="load-balancer provider")
+    p.add_argument("--ingress-class", default="clusterhealth",
+                   help="the ingressClassName this controller serves")
+    p.add_argument("--default-class", type=settings.boolean, default=True,
+                   help="also serve MCIs without an ingressClassName")
+    p.add_argument("--haproxy-socket", default="/var/run/haproxy/admin.sock",
+                   help="HAProxy runtime API: a UNIX socket path or HOST:PORT")
+    p.add_argument("--haproxy-slots", type=_bounded(1, 4096), default=256,
+                   help="backend slots in the HAProxy layout (one per MCI backend)")
+    p.add_argument("--haproxy-servers-per-slot", type=_bounded(1, 1024), default=32,
+                   help="servers per backend slot in the HAProxy layout")
+    p.add_argument("--haproxy-map-dir", default="/etc/haproxy/mci",
+                   help="where the HAProxy configuration keeps the routing maps")
+    p.add_argument("--haproxy-bind-address", default="0.0.0.0",
+                   help="the HAProxy frontend's bind address (as in its configuration)")
+    p.add_argument("--haproxy-bind-port", type=settings.port, default=80,
+                   help="the HAProxy frontend's port (as in its configuration)")
+    p.add_argument("--haproxy-advertise", action="append", default=[],
+                   help="IP:PORT written to status.loadBalancer (repeatable; default: the "
+                        "bind address and port)")
+    p.add_argument("--drain-timeout", type=settings.duration, default=30.0,
+                   help="longest wait for a blocked cluster's connections to finish")
+    p.add_argument("--fail-open", type=settings.boolean, default=True,
+                   help="keep serving from all clusters when every one is blocked")
+    p.add_argument("--resync-period", type=settings.duration, default=300.0,
+                   help="re-check the load balancer and every MCI this often")
+    p.add_argument("--workers", type=_bounded(1, 64), default=2, help="concurrent reconciles")
+    settings.add_serving_flags(p, 10360)
+    settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
+    return p
+
+
+def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -> MCISettings:
+    """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
+    env = os.environ if environ is None else environ
+    args = parser().parse(argv, env)
+    if not args.leader_elect_resource_namespace:
+        args.leader_elect_resource_namespace = env.get("POD_NAMESPACE") or "kube-system"
+    advertise = []
+    for item in args.haproxy_advertise:
+        host, _, port_text = item.rpartition(":")
+        try:
+            advertise.append((host.strip("[]"), settings.port(port_text)))
+        except argparse.ArgumentTypeError as exc:
+            raise settings.SettingsError(f"--haproxy-advertise {item!r}: {exc}") from exc
+        if not host:
+            raise settings.SettingsError(f"--haproxy-advertise {item!r}: want IP:PORT")
+    return MCISettings(
+        credentials=settings.credentials_from(args.kubeconfig, args.context),
+        provider=args.provider,
+        ingress_class=args.ingress_class,
+        default_class=args.default_class,
+        haproxy_socket=args.haproxy_socket,
+        haproxy_slots=args.haproxy_slots,
+        haproxy_servers_per_slot=args.haproxy_servers_per_slot,
+        haproxy_map_dir=args.haproxy_map_dir,
+        haproxy_bind_address=args.haproxy_bind_address,
+        haproxy_bind_port=args.haproxy_bind_port,
+        haproxy_advertise=tuple(advertise),
+        drain_timeout=args.drain_timeout,
+        fail_open=args.fail_open,
+        resync_period=args.resync_period,
+        workers=args.workers,
+        bind_address=args.bind_address,
+        healthz_port=args.healthz_port,
+        leader_elect=args.leader_elect,
+        election=settings.election_config_from(args),
+    )

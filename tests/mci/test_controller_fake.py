@@ -1,0 +1,137 @@
+"""The MCI controller on the real API servers, with the in-memory provider.
+
+The controller runs in-process so the test can look into the fake load
+balancer; everything it reads and writes goes through the real control plane
+and the real member API servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcikit as k
+import prometheus_client
+import pytest
+
+from clusterhealth_core import clock as clocks
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import resources
+from clusterhealth_mci import controller, metrics
+from clusterhealth_mci.providers import base, fake
+
+
+@pytest.fixture
+async def running(cp: kube.ApiClient) -> AsyncIterator[tuple[controller.MCIController,
+                                                              fake.FakeProvider,
+                                                              prometheus_client.CollectorRegistry]]:
+    registry = prometheus_client.CollectorRegistry()
+    provider = fake.FakeProvider(immediate_drain=True)
+    ctrl = controller.MCIController(cp, provider, controller.ControllerSettings(resync_period=5),
+                                    metrics.MCIMetrics(registry), clocks.Clock())
+    task = asyncio.create_task(ctrl.run())
+    yield ctrl, provider, registry
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    for cluster in ("member1", "member2"):
+        await k.set_actions(cp, cluster, [])
+
+
+async def test_locations_block_fail_open_and_delete(
+    running: tuple[controller.MCIController, fake.FakeProvider,
+                   prometheus_client.CollectorRegistry],
+    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+) -> None:
+    ctrl, provider, registry = running
+    service, name = k.unique("svc"), k.unique("mci")
+    await k.make_service(members["member1"], service, [("10.1.0.5", 8080)])
+    await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, "a.example"))
+    key = f"default/{name}"
+    try:
+        async def located(clusters: list[str]) -> Any:
+            st = await k.mci_status(cp, name)
+            return st.get("serviceLocations") == [{"name": service, "clusters": clusters}]
+        await k.eventually(lambda: located(["member1"]))
+        obj = await cp.get(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+        assert controller.FINALIZER in obj["metadata"]["finalizers"]
+        endpoints = last_spec(provider, key).backends[f"{service}:80"].endpoints
+        assert [e.cluster for e in endpoints] == ["member1"]
+
+        # the Service appears in member2 -> located there too
+        await k.make_service(members["member2"], service, [("10.2.0.5", 8080)])
+        await k.eventually(lambda: located(["member1", "member2"]))
+
+        # member1 gets TrafficControl -> blocked in status and in the load balancer
+        await k.set_actions(cp, "member1", ["TrafficControl"])
+
+        async def blocked(clusters: list[str]) -> Any:
+            return (await k.mci_status(cp, name)).get("trafficBlockClusters") == clusters
+        await k.eventually(lambda: blocked(["member1"]))
+        assert last_spec(provider, key).blocked_clusters == {"member1"}
+        assert registry.get_sample_value("clusterhealth_mci_blocked_clusters",
+                                         {"mci": key}) == 1
+
+        # both blocked -> fail open: status lists both, traffic keeps flowing to both
+        await k.set_actions(cp, "member2", ["TrafficControl"])
+        await k.eventually(lambda: blocked(["member1", "member2"]))
+
+        async def failing_open() -> Any:
+            st = await k.mci_status(cp, name)
+            return next((c for c in st.get("conditions", []) if c["type"] == "FailOpen"
+                         and c["status"] == "True"), None)
+        cond = await k.eventually(failing_open)
+        assert "member1, member2" in cond["message"]
+        assert last_spec(provider, key).blocked_clusters == frozenset()
+        assert registry.get_sample_value("clusterhealth_mci_fail_open", {"mci": key}) == 1
+
+        # unblocked -> nothing blocked
+        await k.set_actions(cp, "member1", [])
+        await k.set_actions(cp, "member2", [])
+        await k.eventually(lambda: _no_blocked(cp, name))
+
+        # the Service disappears from member1 -> located only in member2
+        await k.delete_service(members["member1"], service)
+        await k.eventually(lambda: located(["member2"]))
+    finally:
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
+                        missing_ok=True)
+        for member in members.values():
+            await k.delete_service(member, service)
+
+    # deleted -> the load balancer forgets it and the finalizer is released
+    async def gone() -> Any:
+        listing = await cp.list(resources.MULTI_CLUSTER_INGRESSES, namespace="default")
+        return all(i["metadata"]["name"] != name for i in listing["items"])
+    await k.eventually(gone)
+    assert provider.calls_of("ensure_load_balancer_deleted")[-1] == key
+    assert key not in ctrl.specs
+
+
+def last_spec(provider: fake.FakeProvider, key: str) -> base.LoadBalancerSpec:
+    specs = [s for s in provider.calls_of("ensure_load_balancer")
+             if isinstance(s, base.LoadBalancerSpec) and s.key == key]
+    return specs[-1]
+
+
+async def _no_blocked(cp: kube.ApiClient, name: str) -> bool:
+    return "trafficBlockClusters" not in await k.mci_status(cp, name)
+
+
+async def test_other_ingress_class_is_ignored(
+    running: tuple[controller.MCIController, fake.FakeProvider,
+                   prometheus_client.CollectorRegistry],
+    cp: kube.ApiClient,
+) -> None:
+    _, provider, _ = running
+    name = k.unique("foreign")
+    await cp.create(resources.MULTI_CLUSTER_INGRESSES,
+                    k.mci_body(name, "svc", "b.example", ingress_class="someone-else"))
+    try:
+        await asyncio.sleep(1.5)
+        obj = await cp.get(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+        assert "finalizers" not in obj["metadata"]
+        assert all(spec.key != f"default/{name}"  # type: ignore[attr-defined]
+                   for spec in provider.calls_of("ensure_load_balancer"))
+    finally:
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")

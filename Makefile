@@ -23,6 +23,8 @@ test: lint
 bench: setup
 	$(PY) -m bench.foundation --markdown docs/benchmarks.md
 	$(PY) -m bench.agent --markdown docs/benchmarks.md
+	$(PY) -m bench.remedy --markdown docs/benchmarks.md
+	$(PY) -m bench.mci --markdown docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 
 import prometheus_client
 
@@ -19,7 +18,7 @@ from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import config as probe_config
 from clusterhealth_agent.probes import registry as probe_registry
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, serving
+from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -131,15 +130,9 @@ class Agent:
             server.add_liveness("probe-loop", self._alive)
             server.add_readiness("node-published", self._ready)
         tasks = [asyncio.create_task(self.node_loop(), name="node-loop")]
-        if self.settings.leader_elect:
-            elector = election.LeaderElector(
-                self.member_api, self.settings.election, clock=self.clock,
-                on_change=self._on_leadership,
-            )
-            tasks.append(asyncio.create_task(elector.run(self.lead), name="election"))
-        else:
-            self._on_leadership(True)
-            tasks.append(asyncio.create_task(self.lead(), name="reporter"))
+        tasks.append(asyncio.create_task(runner.run_elected(
+            self.member_api, self.settings.leader_elect, self.settings.election, self.lead,
+            self._on_leadership, self.clock), name="election"))
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -160,8 +153,7 @@ async def _check_member(api: kube.ApiClient, settings: agent_settings.AgentSetti
         raise StartupError(f"the member API server refused: {exc}") from exc
 
 
-class StartupError(RuntimeError):
-    """The agent cannot start; the message says why."""
+StartupError = runner.StartupError
 
 
 async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config.ProbeSpec]
@@ -182,16 +174,6 @@ async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config
         agent = Agent(settings, probes, member, cp, registry, clock)
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)
-        await server.start()
         log.info("agent for cluster %s on node %s: probes %s", settings.cluster_name,
                  settings.node_name, ", ".join(repr(p) for p in probes))
-        main = asyncio.create_task(agent.run(server))
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, main.cancel)
-        try:
-            await main
-        except asyncio.CancelledError:
-            log.info("shutting down")
-        finally:
-            await server.stop()
+        await runner.run_until_signalled(agent.run(server), server)

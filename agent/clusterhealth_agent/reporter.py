@@ -140,7 +140,8 @@ class Reporter:
                     self.metrics.report_errors.labels("control-plane").inc()
                     log.warning("report to the control plane failed: %s", exc)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), self.settings.period)
+                    async with asyncio.timeout(self.settings.period):
+                        await self._changed.wait()
         finally:
             self.metrics.clear_cluster()
             self._last = None

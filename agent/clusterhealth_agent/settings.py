@@ -119,8 +119,6 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         raise settings.SettingsError("--host-name (or $NODE_NAME) is required")
     if not args.karmada_kubeconfig:
         raise settings.SettingsError("--karmada-kubeconfig is required (control-plane access)")
-    if not args.leader_elect_resource_namespace:
-        args.leader_elect_resource_namespace = env.get("POD_NAMESPACE") or "kube-system"
     period = args.detect_period
     timeout = args.probe_timeout if args.probe_timeout is not None else 0.8 * period
     if timeout >= period:
@@ -165,5 +163,5 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,
         leader_elect=args.leader_elect,
-        election=settings.election_config_from(args),
+        election=settings.election_config_from(args, env),
     )

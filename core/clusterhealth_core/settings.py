@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from clusterhealth_core import election
@@ -150,8 +150,17 @@ def add_leader_election_flags(
                        help="this replica's identity (default: <hostname>_<random>)")
 
 
-def election_config_from(args: argparse.Namespace) -> election.ElectionConfig:
-    """Build and validate the election config from parsed flags."""
+def election_config_from(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> election.ElectionConfig:
+    """Build and validate the election config from parsed flags.
+
+    An empty Lease namespace means the pod's own (``$POD_NAMESPACE``), else
+    ``kube-system``.
+    """
+    environ = os.environ if environ is None else environ
+    if not args.leader_elect_resource_namespace:
+        args.leader_elect_resource_namespace = environ.get("POD_NAMESPACE") or "kube-system"
     extra: dict[str, Any] = {}
     if args.leader_elect_identity:
         extra["identity"] = args.leader_elect_identity
@@ -175,17 +184,3 @@ def add_serving_flags(parser: argparse.ArgumentParser, default_port: int) -> Non
     group.add_argument("--healthz-port", type=port, default=default_port,
                        help="port serving /healthz, /readyz and /metrics")
 
-
-def run_main(
-    name: str, parse: Callable[[Sequence[str] | None], Any], run: Callable[[Any], int],
-    argv: Sequence[str] | None,
-) -> int:
-    """Parse settings, print one clear message on failure (exit 2), else run."""
-    import sys
-
-    try:
-        parsed = parse(argv)
-    except SettingsError as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
-        return 2
-    return run(parsed)

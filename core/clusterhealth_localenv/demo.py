@@ -218,7 +218,8 @@ async def run(args: argparse.Namespace) -> int:
                     await asyncio.wait({play, asyncio.create_task(stop.wait())},
                                        return_when=asyncio.FIRST_COMPLETED)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=args.duration)
+                    async with asyncio.timeout(args.duration):
+                        await stop.wait()
                 follower.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await follower

@@ -50,7 +50,8 @@ class Backend:
             for writer in list(self._writers):
                 writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+                async with asyncio.timeout(2.0):
+                    await self._server.wait_closed()
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -117,7 +118,8 @@ class Client:
         self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def get(self, host: str | None, path: str) -> Response:
-        return await asyncio.wait_for(self._get(host, path), self.timeout)
+        async with asyncio.timeout(self.timeout):
+            return await self._get(host, path)
 
     async def _get(self, host: str | None, path: str) -> Response:
         if self._stream is None:
@@ -145,7 +147,8 @@ class Client:
         if stream is not None:
             stream[1].close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(stream[1].wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await stream[1].wait_closed()
 
 
 async def get(port: int, host: str | None, path: str, timeout: float = 10.0) -> Response:
@@ -184,7 +187,8 @@ class Traffic:
 
     async def stop(self) -> None:
         self._stopping = True
-        await asyncio.wait_for(asyncio.gather(*self._tasks), 30.0)
+        async with asyncio.timeout(30.0):
+            await asyncio.gather(*self._tasks)
 
     def count(self, backend: str, since: float = 0.0) -> int:
         return sum(1 for t, b in self.answers if b == backend and t >= since)

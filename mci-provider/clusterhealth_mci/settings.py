@@ -100,8 +100,6 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
     """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
     env = os.environ if environ is None else environ
     args = parser().parse(argv, env)
-    if not args.leader_elect_resource_namespace:
-        args.leader_elect_resource_namespace = env.get("POD_NAMESPACE") or "kube-system"
     advertise = []
     for item in args.haproxy_advertise:
         host, _, port_text = item.rpartition(":")
@@ -130,5 +128,5 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,
         leader_elect=args.leader_elect,
-        election=settings.election_config_from(args),
+        election=settings.election_config_from(args, env),
     )

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 
 import prometheus_client
 
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, serving
+from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_remedy import controller, metrics
@@ -18,8 +16,7 @@ from clusterhealth_remedy import settings as remedy_settings
 log = logging.getLogger(__name__)
 
 
-class StartupError(RuntimeError):
-    """The controller cannot start; the message says why."""
+StartupError = runner.StartupError
 
 
 class App:
@@ -63,13 +60,8 @@ class App:
 
     async def run(self) -> None:
         """Run until cancelled."""
-        if not self.settings.leader_elect:
-            self._on_leadership(True)
-            await self.lead()
-            return
-        elector = election.LeaderElector(self.api, self.settings.election, clock=self.clock,
-                                         on_change=self._on_leadership)
-        await elector.run(self.lead)
+        await runner.run_elected(self.api, self.settings.leader_elect, self.settings.election,
+                                 self.lead, self._on_leadership, self.clock)
 
 
 async def _check(api: kube.ApiClient) -> None:
@@ -95,14 +87,4 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)
         server.add_readiness("controller", app.ready)
-        await server.start()
-        main = asyncio.create_task(app.run())
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, main.cancel)
-        try:
-            await main
-        except asyncio.CancelledError:
-            log.info("shutting down")
-        finally:
-            await server.stop()
+        await runner.run_until_signalled(app.run(), server)

@@ -35,9 +35,10 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "clusterhealth-remedy"
 COMPONENT = "clusterhealth-remedy"
 CONDITION_CLUSTERS_RESOLVED = "ClustersResolved"
-STATUS_COALESCE = 1.0
+STATUS_COALESCE = 5.0
 """Seconds a Remedy's status waits for more cluster changes before it is written."""
-EVENT_CONCURRENCY = 4
+MAX_PENDING_EVENTS = 5000
+"""Events waiting to be recorded; more are dropped (events are best effort)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +104,8 @@ class RemedyController:
         self.decisions: dict[str, decision.Decision] = {}
         self.clusters.add_handler(self._on_cluster)
         self.remedies.add_handler(self._on_remedy)
-        self._event_slots = asyncio.Semaphore(EVENT_CONCURRENCY)
-        self._event_tasks: set[asyncio.Task[None]] = set()
+        self._events: asyncio.Queue[tuple[Mapping[str, Any], str, str, str]] = asyncio.Queue(
+            MAX_PENDING_EVENTS)
 
     # --- event handlers (synchronous, cheap: they only queue names) -------
 
@@ -190,19 +191,30 @@ class RemedyController:
                 self.remedy_queue.add_after(remedy_name, STATUS_COALESCE)
 
     def _event(self, target: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """Record an Event in the background: a reconcile never waits for it."""
-        async def record() -> None:
-            async with self._event_slots:
-                await self.recorder.record(target, type_, reason, message)
+        """Queue an Event for the background recorder: a reconcile never waits for it.
 
-        task = asyncio.create_task(record())
-        self._event_tasks.add(task)
-        task.add_done_callback(self._event_tasks.discard)
+        Events are best effort: past ``MAX_PENDING_EVENTS`` waiting ones, new
+        ones are dropped (and logged) rather than held in memory.
+        """
+        try:
+            self._events.put_nowait((target, type_, reason, message))
+        except asyncio.QueueFull:
+            log.warning("event backlog full; dropped %s on %s: %s", reason,
+                        target["metadata"].get("name"), message)
+
+    async def _record_events(self) -> None:
+        """One at a time, so status writes get the API server first."""
+        while True:
+            target, type_, reason, message = await self._events.get()
+            await self.recorder.record(target, type_, reason, message)
 
     def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
                         result: decision.Decision) -> None:
         added, removed = decision.action_changes(before, result.sources)
-        target = {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster", **obj}
+        meta_ = obj["metadata"]
+        target = {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
+                  "metadata": {k: meta_[k] for k in ("name", "uid", "resourceVersion")
+                               if k in meta_}}
         by_remedy = {m.remedy: m for m in result.matches}
         for action, remedies in added:
             why = ", ".join(
@@ -290,12 +302,12 @@ class RemedyController:
                       for _ in range(self.settings.workers)]
             tasks.append(asyncio.create_task(self._worker(self.remedy_queue, "remedy")))
             tasks.append(asyncio.create_task(self._resync()))
+            tasks.append(asyncio.create_task(self._record_events(), name="events"))
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
-            for task in [*tasks, *self._event_tasks]:
-                task.cancel()
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self.cluster_queue.shutdown()

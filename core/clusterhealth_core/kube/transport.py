@@ -107,7 +107,14 @@ class StreamResponse:
         (:class:`TimeoutError` when the peer goes silent).
         """
         buffer = b""
-        while (chunk := await asyncio.wait_for(self._next_chunk(), idle_timeout)) is not None:
+        while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that arrives as the inner read completes (CPython gh-86296),
+            # which left informers running after their controller was cancelled.
+            async with asyncio.timeout(idle_timeout):
+                chunk = await self._next_chunk()
+            if chunk is None:
+                break
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)

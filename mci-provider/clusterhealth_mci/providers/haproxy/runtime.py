@@ -257,8 +257,8 @@ class RuntimeClient:
                 try:
                     reader, writer = await self._connection()
                     self.history.append(command)
-                    raw = await asyncio.wait_for(self._roundtrip(reader, writer, command),
-                                                 self.timeout)
+                    async with asyncio.timeout(self.timeout):
+                        raw = await self._roundtrip(reader, writer, command)
                 except asyncio.IncompleteReadError as exc:
                     await self._drop()
                     if reused and not exc.partial and attempt == 0:
@@ -373,14 +373,16 @@ class RuntimeClient:
                 opening = asyncio.open_unix_connection(target, limit=READ_LIMIT)
             else:
                 opening = asyncio.open_connection(target[0], target[1], limit=READ_LIMIT)
-            reader, writer = await asyncio.wait_for(opening, self.timeout)
+            async with asyncio.timeout(self.timeout):
+                reader, writer = await opening
         except (OSError, TimeoutError) as exc:
             raise RuntimeConnectionError(f"cannot reach HAProxy at {self.address}: {exc}") from exc
         self._stream = (reader, writer)
         self.connections += 1
         writer.write(b"prompt\n")
         await writer.drain()
-        await asyncio.wait_for(reader.readuntil(PROMPT), self.timeout)
+        async with asyncio.timeout(self.timeout):
+            await reader.readuntil(PROMPT)
         return self._stream
 
     async def _drop(self) -> None:
@@ -388,4 +390,5 @@ class RuntimeClient:
         if stream is not None:
             stream[1].close()
             with contextlib.suppress(OSError, ConnectionError, TimeoutError):
-                await asyncio.wait_for(stream[1].wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await stream[1].wait_closed()

@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Cluster); the last Remedy covers every Cluster and at first matches nothing; "
             "changing its match to DNS NotEqual Unknown makes all Clusters need a write, "
             "changing it back clears them again (3 of each, alternating). "
-            "Convergence is polled by listing Clusters every 0.1 s; 4 workers.",
+            "Convergence is followed with one list and a watch of the Clusters; 4 workers.",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])
         body = report.section(SECTION_TITLE, figures, notes, command)

@@ -14,5 +14,8 @@ def test_demo_scenario(python: str, python_env: dict[str, str]) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert "member1: DNS failure detected" in out, out
     assert "member1: DNS healthy again" in out, out
+    assert "member1: Remedy dns-failure added TrafficControl" in out, out
+    assert "member1: TrafficControl cleared" in out, out
+    assert "remedyActions: - -> TrafficControl" in out
     assert "-> False (ServiceDomainNameResolutionFailed" in out
     assert "environment stopped" in out

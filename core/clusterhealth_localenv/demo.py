@@ -57,6 +57,9 @@ def summary(cluster: Mapping[str, Any]) -> dict[str, str]:
                                          f"{c.get('message', '')[:120]})"
             for c in st.get("conditions") or []}
     view["remedyActions"] = ",".join(st.get("remedyActions") or []) or "-"
+    sources = st.get("remedyActionSources") or []
+    view["remedy sources"] = "; ".join(
+        f"{s.get('action')} from {','.join(s.get('remedies') or [])}" for s in sources) or "-"
     taints = (cluster.get("spec") or {}).get("taints") or []
     view["taints"] = ",".join(f"{t['key']}:{t['effect']}" for t in taints) or "-"
     return view
@@ -161,6 +164,40 @@ async def start_member(env: environment.LocalEnvironment, name: str) -> Member:
     return Member(name, server, agents)
 
 
+DEMO_REMEDY = {
+    "apiVersion": resources.REMEDIES.api_version, "kind": "Remedy",
+    "metadata": {"name": "dns-failure"},
+    "spec": {"decisionMatches": [{"clusterConditionMatch": {
+        "conditionType": DNS_CONDITION, "operator": "Equal", "conditionStatus": "False"}}],
+        "actions": ["TrafficControl"]},
+}
+
+
+def start_remedy_controller(env: environment.LocalEnvironment) -> processes.ManagedProcess:
+    """The Remedy controller, as a process against the control plane."""
+    controller = processes.ManagedProcess(
+        "remedy-controller",
+        [sys.executable, "-m", "clusterhealth_remedy", "--kubeconfig", str(env.kubeconfig()),
+         "--leader-elect", "false", "--bind-address", "127.0.0.1", "--healthz-port", "0"],
+        env.workdir / "logs" / "remedy-controller.log", env=_child_env(),
+    )
+    controller.start()
+    return controller
+
+
+async def wait_actions(api: kube.ApiClient, cluster: str, wanted: list[str],
+                       timeout: float) -> bool:
+    """Wait until ``cluster``'s remedyActions are ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(errors.KubeError):
+            obj = await api.get(resources.CLUSTERS, cluster)
+            if list((obj.get("status") or {}).get("remedyActions") or []) == wanted:
+                return True
+        await asyncio.sleep(0.5)
+    return False
+
+
 async def wait_dns(api: kube.ApiClient, cluster: str, status: str, timeout: float) -> bool:
     """Wait until ``cluster`` reports the DNS condition ``status``."""
     deadline = time.monotonic() + timeout
@@ -185,10 +222,15 @@ async def scenario(api: kube.ApiClient, members: Sequence[Member]) -> None:
     say(f">>> stopping {victim.name}'s DNS server (the agents need 3 s of failures to agree)")
     await asyncio.to_thread(victim.dns.stop)
     if await wait_dns(api, victim.name, "False", 60):
-        say(f">>> {victim.name}: DNS failure detected; starting the DNS server again")
+        say(f">>> {victim.name}: DNS failure detected")
+    if await wait_actions(api, victim.name, ["TrafficControl"], 30):
+        say(f">>> {victim.name}: Remedy dns-failure added TrafficControl; "
+            "starting the DNS server again")
     await asyncio.to_thread(victim.dns.start)
     if await wait_dns(api, victim.name, "True", 60):
         say(f">>> {victim.name}: DNS healthy again")
+    if await wait_actions(api, victim.name, [], 30):
+        say(f">>> {victim.name}: TrafficControl cleared")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -201,6 +243,7 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     members: list[Member] = []
+    controllers: list[processes.ManagedProcess] = []
     async with env:
         for name, server in env.servers.items():
             say(f"  {name:<14} {server.url}   kubeconfig {server.kubeconfig}")
@@ -208,7 +251,11 @@ async def run(args: argparse.Namespace) -> int:
         try:
             for name in names:
                 members.append(await start_member(env, name))
+            controllers.append(start_remedy_controller(env))
             async with env.client() as api:
+                await api.create(resources.REMEDIES, DEMO_REMEDY)
+                say("Remedy dns-failure: ServiceDomainNameResolutionReady Equal False -> "
+                    "TrafficControl, on every cluster (Remedy controller running)")
                 say("Clusters registered in the control plane:")
                 await print_table(api)
                 say("following Cluster changes (Ctrl-C to stop)")
@@ -226,6 +273,7 @@ async def run(args: argparse.Namespace) -> int:
                 say("final state:")
                 await print_table(api)
         finally:
+            await asyncio.gather(*(controller.stop() for controller in controllers))
             for member in members:
                 await asyncio.gather(*(agent.stop() for agent in member.agents))
                 await asyncio.to_thread(member.dns.stop)

@@ -71,7 +71,8 @@ def diff(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
     for key in sorted(set(before) | set(after)):
         old, new = before.get(key, "absent"), after.get(key, "absent")
         if old != new:
-            lines.append(f"{key}: {old} -> {new}")
+            # the old value's detail is on an earlier line already: keep the status
+            lines.append(f"{key}: {old.split(' (', 1)[0]} -> {new}")
     return lines
 
 

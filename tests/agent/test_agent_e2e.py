@@ -155,3 +155,26 @@ async def test_control_plane_restarted_during_failure(
     assert cond["reason"] == "ServiceDomainNameResolutionFailed"
     await _start_dns(fleet)
     await c.wait_condition(cp, "True", timeout=30)
+
+
+async def test_member_api_server_down_stops_reporting(
+    fleet_factory: Factory, env: environment.LocalEnvironment, cp: kube.ApiClient
+) -> None:
+    fleet: c.Fleet = await fleet_factory(2)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    await c.wait_condition(cp, "True", timeout=30)
+    await _wait_leader(fleet)
+    await env.stop_server(c.MEMBER)
+    try:
+        # Without its API server nobody can renew the Lease: leadership ends within
+        # the renew deadline (2 s here) and nobody reports a stale result as fresh.
+        deadline = time.monotonic() + 10
+        while await asyncio.to_thread(fleet.leaders):
+            assert time.monotonic() < deadline, "an agent kept leading without its API server"
+            await asyncio.sleep(0.2)
+        for agent in fleet.agents.values():
+            assert agent.proc.poll() is None  # still running, still probing
+    finally:
+        await env.start_server(c.MEMBER)
+    await _wait_leader(fleet, timeout=30)

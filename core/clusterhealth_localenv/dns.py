@@ -17,7 +17,6 @@ import os
 import pathlib
 import pwd
 import shutil
-import signal
 import socket
 import tempfile
 import time
@@ -157,17 +156,8 @@ class DnsServer:
 
     def stop(self) -> None:
         """SIGTERM (SIGKILL after a grace period) and wait for the exit (blocking)."""
-        process = self._process
-        if process is None:
-            return
-        process.kill(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE
-        while process.exit_code() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if process.exit_code() is None:
-            process.kill(signal.SIGKILL)
-            while process.exit_code() is None:
-                time.sleep(0.01)
+        if self._process is not None:
+            self._process.stop_blocking(grace=STOP_GRACE)
 
     def restart(self) -> None:
         """Stop, then start on the same address."""

@@ -89,6 +89,19 @@ class ManagedProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, sig)
 
+    def stop_blocking(self, grace: float = 10.0) -> None:
+        """:meth:`stop` for synchronous callers (tests' fixtures, blocking helpers)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self.kill(signal.SIGTERM)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.kill(signal.SIGKILL)
+                proc.wait()
+
     async def stop(self, grace: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``grace`` seconds; wait for the exit."""
         proc = self._proc

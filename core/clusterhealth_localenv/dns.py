@@ -11,7 +11,6 @@ process dies with its parent (:class:`~clusterhealth_localenv.processes.ManagedP
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import os
 import pathlib
@@ -29,7 +28,6 @@ import dns.query
 from clusterhealth_localenv import processes
 
 START_TIMEOUT = 10.0
-STOP_GRACE = 5.0
 _SEARCH_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
 
@@ -66,7 +64,7 @@ def free_udp_tcp_port(host: str, attempts: int = 50) -> int:
     raise DnsServerError(f"no port free for both UDP and TCP on {host}")
 
 
-class DnsServer:
+class DnsServer(processes.LocalService):
     """dnsmasq on ``host:port`` answering ``records`` (name -> IPv4 or IPv6 address)."""
 
     def __init__(
@@ -153,44 +151,6 @@ class DnsServer:
                         f"{START_TIMEOUT:g}s:\n{process.log_tail()}"
                     ) from None
                 time.sleep(0.02)
-
-    def stop(self) -> None:
-        """SIGTERM (SIGKILL after a grace period) and wait for the exit (blocking)."""
-        if self._process is not None:
-            self._process.stop_blocking(grace=STOP_GRACE)
-
-    def restart(self) -> None:
-        """Stop, then start on the same address."""
-        self.stop()
-        self.start()
-
-    async def start_async(self) -> None:
-        """:meth:`start` without blocking the event loop."""
-        await asyncio.to_thread(self.start)
-
-    async def stop_async(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        if self._process is not None:
-            await self._process.stop(grace=STOP_GRACE)
-
-    async def restart_async(self) -> None:
-        """:meth:`restart` without blocking the event loop."""
-        await self.stop_async()
-        await self.start_async()
-
-    def __enter__(self) -> DnsServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> DnsServer:
-        await self.start_async()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop_async()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -15,7 +15,6 @@ admin socket is read from its ``stats socket`` line.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pathlib
 import re
@@ -26,7 +25,6 @@ import time
 from clusterhealth_localenv import processes
 
 START_TIMEOUT = 10.0
-STOP_GRACE = 5.0
 _SEARCH_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 _STATS_SOCKET = re.compile(r"^\s*stats\s+socket\s+(\S+)", re.MULTILINE)
 _TCP = re.compile(r"^(?:ipv4@|ipv6@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:/]+)):(?P<port>\d+)$")
@@ -84,7 +82,7 @@ def query(address: str, command: str, timeout: float = 1.0) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-class HAProxyServer:
+class HAProxyServer(processes.LocalService):
     """``haproxy -f <workdir>/haproxy.cfg -db`` with ``config_text``."""
 
     def __init__(self, config_text: str, workdir: pathlib.Path, *, name: str = "haproxy") -> None:
@@ -152,44 +150,6 @@ class HAProxyServer:
                     f"{START_TIMEOUT:g}s:\n{process.log_tail()}"
                 )
             time.sleep(0.02)
-
-    def stop(self) -> None:
-        """SIGTERM (SIGKILL after a grace period) and wait for the exit (blocking)."""
-        if self._process is not None:
-            self._process.stop_blocking(grace=STOP_GRACE)
-
-    def restart(self) -> None:
-        """Stop, then start with the same configuration: every runtime change is lost."""
-        self.stop()
-        self.start()
-
-    async def start_async(self) -> None:
-        """:meth:`start` without blocking the event loop."""
-        await asyncio.to_thread(self.start)
-
-    async def stop_async(self) -> None:
-        """:meth:`stop` without blocking the event loop."""
-        if self._process is not None:
-            await self._process.stop(grace=STOP_GRACE)
-
-    async def restart_async(self) -> None:
-        """:meth:`restart` without blocking the event loop."""
-        await self.stop_async()
-        await self.start_async()
-
-    def __enter__(self) -> HAProxyServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> HAProxyServer:
-        await self.start_async()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop_async()
 
     def __repr__(self) -> str:
         state = f"running, pid {self.pid}" if self.running else "stopped"

@@ -16,6 +16,7 @@ import pathlib
 import signal
 import subprocess
 from collections.abc import Sequence
+from typing import Self
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +119,56 @@ class ManagedProcess:
                 while proc.poll() is None:
                     await asyncio.sleep(0.02)
         log.debug("stopped %s (exit %s)", self.name, proc.returncode)
+
+
+class LocalService:
+    """A real server the tests stop and start (dnsmasq, HAProxy): shared lifecycle.
+
+    Subclasses implement a blocking :meth:`start` that returns once the server
+    answers, and keep their :class:`ManagedProcess` in ``_process``.
+    """
+
+    stop_grace: float = 5.0
+    _process: ManagedProcess | None = None
+
+    def start(self) -> None:
+        """Start and wait until the server answers (blocking)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL after a grace period) and wait for the exit (blocking)."""
+        if self._process is not None:
+            self._process.stop_blocking(grace=self.stop_grace)
+
+    def restart(self) -> None:
+        """Stop, then start again with the same settings (runtime state is lost)."""
+        self.stop()
+        self.start()
+
+    async def start_async(self) -> None:
+        """:meth:`start` without blocking the event loop."""
+        await asyncio.to_thread(self.start)
+
+    async def stop_async(self) -> None:
+        """:meth:`stop` without blocking the event loop."""
+        if self._process is not None:
+            await self._process.stop(grace=self.stop_grace)
+
+    async def restart_async(self) -> None:
+        """:meth:`restart` without blocking the event loop."""
+        await self.stop_async()
+        await self.start_async()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start_async()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop_async()

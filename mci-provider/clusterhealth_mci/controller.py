@@ -147,8 +147,15 @@ class MCIController:
             str(c["metadata"]["name"]): tuple((c.get("status") or {}).get("remedyActions") or [])
             for c in self.clusters.store.values()
         }
-        return plan.make_plan(informer.key_of(dict(obj)), model.spec, located, endpoints, actions,
-                              fail_open=self.settings.fail_open)
+        annotations = obj["metadata"].get("annotations") or {}
+        try:
+            weights = plan.parse_weights(annotations.get(plan.WEIGHTS_ANNOTATION))
+            problem = ""
+        except ValueError as exc:
+            weights, problem = {}, f"{exc}; using equal weights"
+        decided = plan.make_plan(informer.key_of(dict(obj)), model.spec, located, endpoints,
+                                 actions, fail_open=self.settings.fail_open, weights=weights)
+        return dataclasses.replace(decided, problems=(problem,) if problem else ())
 
     async def reconcile(self, key: str) -> None:
         """Converge the load balancer and the status of one MCI."""
@@ -202,7 +209,8 @@ class MCIController:
                     f"{b}: {len(c)} cluster(s) active" for b, c in sorted(
                         lb_status.active.items())) or "no backends")
                 + (f"; unsupported non-Service backends at {', '.join(decided.unsupported)}"
-                   if decided.unsupported else ""),
+                   if decided.unsupported else "")
+                + "".join(f"; {problem}" for problem in decided.problems),
             ),
         ]
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)

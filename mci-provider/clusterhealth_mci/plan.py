@@ -22,6 +22,8 @@ from clusterhealth_core.api import groups, mci
 from clusterhealth_mci.providers import base
 
 TRAFFIC_CONTROL = groups.ACTION_TRAFFIC_CONTROL
+WEIGHTS_ANNOTATION = "clusterhealth.io/cluster-weights"
+"""``member1=100,member2=50``: each cluster's share of an MCI's traffic (1-256, default 100)."""
 
 ServiceKey = tuple[str, str]
 """(service name, service port as text: the number or the port name)."""
@@ -37,6 +39,8 @@ class Plan:
     unsupported: tuple[str, ...]
     """Backends that are not Services (``resource`` backends), by path."""
     spec: base.LoadBalancerSpec
+    problems: tuple[str, ...] = ()
+    """Input the controller could not use (reported in the MCI's conditions)."""
 
     def status_fields(self) -> dict[str, object]:
         """``serviceLocations`` and ``trafficBlockClusters`` in wire shape."""
@@ -49,6 +53,23 @@ class Plan:
         if self.traffic_block_clusters:
             fields["trafficBlockClusters"] = list(self.traffic_block_clusters)
         return fields
+
+
+def parse_weights(text: str | None) -> dict[str, int]:
+    """Read the cluster-weights annotation; raise ValueError naming what is wrong."""
+    weights: dict[str, int] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        cluster, sep, value = item.partition("=")
+        try:
+            weight = int(value)
+        except ValueError:
+            weight = 0
+        if not sep or not cluster.strip() or not 1 <= weight <= 256:
+            raise ValueError(f"{WEIGHTS_ANNOTATION}: {item.strip()!r} is not <cluster>=<1-256>")
+        weights[cluster.strip()] = weight
+    return weights
 
 
 def port_text(port: mci.ServiceBackendPort) -> str:

@@ -135,3 +135,35 @@ async def test_other_ingress_class_is_ignored(
                    for spec in provider.calls_of("ensure_load_balancer"))
     finally:
         await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+
+
+async def test_cluster_weights_annotation(
+    running: tuple[controller.MCIController, fake.FakeProvider,
+                   prometheus_client.CollectorRegistry],
+    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+) -> None:
+    _, provider, _ = running
+    service, name = k.unique("svc"), k.unique("weighted")
+    await k.make_service(members["member1"], service, [("10.1.0.9", 8080)])
+    body = k.mci_body(name, service, "w.example")
+    body["metadata"]["annotations"] = {"clusterhealth.io/cluster-weights": "member1=200"}
+    await cp.create(resources.MULTI_CLUSTER_INGRESSES, body)
+    key = f"default/{name}"
+    try:
+        async def weighted() -> Any:
+            specs = [s for s in provider.calls_of("ensure_load_balancer")
+                     if isinstance(s, base.LoadBalancerSpec) and s.key == key]
+            return specs and specs[-1].cluster_weights == {"member1": 200}
+        await k.eventually(weighted)
+
+        await cp.patch(resources.MULTI_CLUSTER_INGRESSES, name, {"metadata": {"annotations": {
+            "clusterhealth.io/cluster-weights": "member1=lots"}}}, namespace="default")
+
+        async def reported() -> Any:
+            st = await k.mci_status(cp, name)
+            return next((c for c in st.get("conditions", []) if c["type"] == "LoadBalancerReady"
+                         and "'member1=lots' is not" in c["message"]), None)
+        await k.eventually(reported)
+    finally:
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+        await k.delete_service(members["member1"], service)

@@ -83,3 +83,25 @@ def test_resource_backends_are_reported_unsupported() -> None:
         "apiGroup": "k8s.example.com", "kind": "Bucket", "name": "b"}}}), {}, {}, {})
     assert result.unsupported == ("*/",)
     assert result.spec.routes == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "weights"),
+    [(None, {}), ("", {}), ("member1=100, member2=50", {"member1": 100, "member2": 50}),
+     ("m1=1,", {"m1": 1})],
+)
+def test_weights_annotation(text: str | None, weights: dict[str, int]) -> None:
+    assert plan.parse_weights(text) == weights
+
+
+@pytest.mark.parametrize("text", ["m1", "m1=0", "m1=257", "=5", "m1=x"])
+def test_bad_weights_named(text: str) -> None:
+    with pytest.raises(ValueError, match="cluster-weights"):
+        plan.parse_weights(text)
+
+
+def test_weights_reach_the_spec() -> None:
+    result = plan.make_plan("ns/shop", spec(), {"api": ["m1", "m2"]}, ENDPOINTS, {},
+                            weights={"m1": 200})
+    assert result.spec.weight_of("m1") == 200
+    assert result.spec.weight_of("m2") == 100

@@ -12,11 +12,14 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import prometheus_client
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, serving, settings
 from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +87,76 @@ async def run_elected(
         return
     elector = election.LeaderElector(api, config, clock=clock, on_change=on_change)
     await elector.run(lead)
+
+
+async def check_served(api: kube.ApiClient, needed: Sequence[resources.Resource],
+                       hint: str) -> None:
+    """Fail start-up with one clear message unless every ``needed`` API is served."""
+    try:
+        for resource in needed:
+            await api.list(resource)
+    except errors.NotFound as exc:
+        kinds = " or ".join(r.kind for r in needed)
+        raise StartupError(f"the {kinds} API is not served here: {hint}") from exc
+    except errors.Unreachable as exc:
+        raise StartupError(f"cannot reach the API server: {exc}") from exc
+    except errors.ApiError as exc:
+        raise StartupError(f"the API server refused: {exc}") from exc
+
+
+class Controller(Protocol):
+    """What :class:`ElectedController` runs: caches and workers, until cancelled."""
+
+    @property
+    def synced(self) -> bool:
+        """Whether the caches have loaded."""
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+
+
+class ElectedController:
+    """One replica: campaigns for the Lease and runs a fresh controller while leading.
+
+    A new controller (fresh caches) is made for every term, so nothing learnt
+    under an earlier leadership is trusted.  Readiness: ready while standing
+    by, and while leading once the controller's caches are synced.
+    """
+
+    def __init__(self, api: kube.ApiClient, enabled: bool, config: election.ElectionConfig,
+                 clock: clocks.Clock, make: Callable[[], Controller],
+                 leader_gauge: prometheus_client.Gauge,
+                 on_stop: Callable[[], None] | None = None) -> None:
+        self.api = api
+        self.enabled = enabled
+        self.config = config
+        self.clock = clock
+        self.make = make
+        self.leader_gauge = leader_gauge
+        self.on_stop = on_stop
+        self.current: Controller | None = None
+
+    async def lead(self) -> None:
+        """The leader's work."""
+        self.current = self.make()
+        try:
+            await self.current.run()
+        finally:
+            self.current = None
+            if self.on_stop is not None:
+                self.on_stop()
+
+    def _on_leadership(self, leading: bool) -> None:
+        self.leader_gauge.set(1 if leading else 0)
+
+    def ready(self) -> tuple[bool, str]:
+        """A readiness check for :class:`~clusterhealth_core.serving.HealthServer`."""
+        current = self.current
+        if current is None:
+            return True, "standing by"
+        return current.synced, "caches synced" if current.synced else "caches syncing"
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        await run_elected(self.api, self.enabled, self.config, self.lead, self._on_leadership,
+                          self.clock)

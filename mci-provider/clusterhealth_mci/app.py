@@ -9,7 +9,7 @@ import prometheus_client
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import resources
 from clusterhealth_mci import controller, metrics
 from clusterhealth_mci import settings as mci_settings
 from clusterhealth_mci.providers import base, fake
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 
 StartupError = runner.StartupError
+INSTALL_HINT = "install the clusterhealth-crds chart (or point --kubeconfig at Karmada)"
 
 
 def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> base.Provider:
@@ -42,81 +43,35 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> ba
                                             drain_timeout=settings.drain_timeout, clock=clock)
 
 
-class App:
-    """One replica: campaigns for the Lease; runs a fresh controller while leading."""
-
-    def __init__(self, settings: mci_settings.MCISettings, api: kube.ApiClient,
-                 provider: base.Provider, registry: prometheus_client.CollectorRegistry,
-                 clock: clocks.Clock) -> None:
-        self.settings = settings
-        self.api = api
-        self.provider = provider
-        self.clock = clock
-        self.metrics = metrics.MCIMetrics(registry)
-        self.current: controller.MCIController | None = None
-
-    async def lead(self) -> None:
-        """The leader's work."""
-        self.current = controller.MCIController(
-            self.api, self.provider,
-            controller.ControllerSettings(
-                ingress_class=self.settings.ingress_class,
-                default_class=self.settings.default_class,
-                fail_open=self.settings.fail_open,
-                workers=self.settings.workers,
-                resync_period=self.settings.resync_period,
-            ),
-            self.metrics, self.clock,
-        )
-        try:
-            await self.current.run()
-        finally:
-            self.current = None
-
-    def _on_leadership(self, leading: bool) -> None:
-        self.metrics.is_leader.set(1 if leading else 0)
-
-    def ready(self) -> tuple[bool, str]:
-        """Ready when standing by, or when leading with synced caches."""
-        current = self.current
-        if current is None:
-            return True, "standing by"
-        synced = current.mcis.synced and current.clusters.synced
-        return synced, "caches synced" if synced else "caches syncing"
-
-    async def run(self) -> None:
-        """Run until cancelled."""
-        await runner.run_elected(self.api, self.settings.leader_elect, self.settings.election,
-                                 self.lead, self._on_leadership, self.clock)
-
-
-async def _check(api: kube.ApiClient) -> None:
-    try:
-        await api.list(resources.MULTI_CLUSTER_INGRESSES)
-        await api.list(resources.CLUSTERS)
-    except errors.NotFound as exc:
-        raise StartupError("the MultiClusterIngress or Cluster API is not served here: install "
-                           "the clusterhealth-crds chart (or point --kubeconfig at Karmada)"
-                           ) from exc
-    except errors.Unreachable as exc:
-        raise StartupError(f"cannot reach the control plane: {exc}") from exc
-    except errors.ApiError as exc:
-        raise StartupError(f"the control plane refused: {exc}") from exc
-
-
 async def serve(settings: mci_settings.MCISettings) -> None:
     """Run until SIGTERM/SIGINT."""
     registry = prometheus_client.CollectorRegistry()
     clock = clocks.Clock()
+    mci_metrics = metrics.MCIMetrics(registry)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-mci",
                               max_idle=settings.workers + 4) as api:
-        await _check(api)
+        await runner.check_served(api, [resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS],
+                                  INSTALL_HINT)
         provider = make_provider(settings, clock)
-        app = App(settings, api, provider, registry, clock)
+        replica = runner.ElectedController(
+            api, settings.leader_elect, settings.election, clock,
+            make=lambda: controller.MCIController(
+                api, provider,
+                controller.ControllerSettings(
+                    ingress_class=settings.ingress_class,
+                    default_class=settings.default_class,
+                    fail_open=settings.fail_open,
+                    workers=settings.workers,
+                    resync_period=settings.resync_period,
+                ),
+                mci_metrics, clock,
+            ),
+            leader_gauge=mci_metrics.is_leader,
+        )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)
-        server.add_readiness("controller", app.ready)
+        server.add_readiness("controller", replica.ready)
         try:
-            await runner.run_until_signalled(app.run(), server)
+            await runner.run_until_signalled(replica.run(), server)
         finally:
             await provider.close()

@@ -68,6 +68,11 @@ class MCIController:
         self.mcis.add_handler(self._on_mci)
         self.clusters.add_handler(self._on_cluster)
 
+    @property
+    def synced(self) -> bool:
+        """Whether the MCI and Cluster caches have loaded."""
+        return self.mcis.synced and self.clusters.synced
+
     # --- handlers -------------------------------------------------------
 
     def _on_mci(self, event: str, obj: dict[str, Any], old: object) -> None:

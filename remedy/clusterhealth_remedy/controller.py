@@ -107,6 +107,11 @@ class RemedyController:
         self._events: asyncio.Queue[tuple[Mapping[str, Any], str, str, str]] = asyncio.Queue(
             MAX_PENDING_EVENTS)
 
+    @property
+    def synced(self) -> bool:
+        """Whether both caches have loaded."""
+        return self.clusters.synced and self.remedies.synced
+
     # --- event handlers (synchronous, cheap: they only queue names) -------
 
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

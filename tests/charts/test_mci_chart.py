@@ -22,6 +22,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import chartkit
 import kubernetes_validate
 import pytest
 import yaml
@@ -45,72 +46,36 @@ MEMBER = {"target": "member", "crds": {"enabled": False}}
 SOCKET_DIR = "/var/run/haproxy"
 CONFIG_MODULE = "clusterhealth_mci.providers.haproxy.config"
 
-Manifest = dict[str, Any]
-Render = Callable[..., list[Manifest]]
+Manifest = chartkit.Manifest
+Render = chartkit.Render
 
 
-def _run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm, *args], capture_output=True, text=True, check=False)
+_run_helm = chartkit.run_helm
 
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    """Helm, with the chart's file:// dependency built (charts/ and Chart.lock are ignored)."""
-    path = str(binaries.ensure_helm())
-    proc = _run_helm(path, "dependency", "build", str(CHART))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return path
+    return chartkit.helm_for(CHART)
 
 
-def _template_args(values: dict[str, Any] | None, sets: tuple[str, ...],
-                   tmp_path: pathlib.Path, *extra: str) -> list[str]:
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-            "--kube-version", KUBERNETES, *extra]
-    if values is not None:
-        # JSON is YAML: exact types (integers stay integers, unlike some --set forms).
-        values_file = tmp_path / f"values-{len(list(tmp_path.iterdir()))}.yaml"
-        values_file.write_text(json.dumps(values))
-        args += ["--values", str(values_file)]
-    for item in sets:
-        args += ["--set", item]
-    return args
 
 
 @pytest.fixture
 def render(helm: str, tmp_path: pathlib.Path) -> Render:
     """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
-
-    def _render(values: dict[str, Any] | None = None, *sets: str,
-                include_crds: bool = False) -> list[Manifest]:
-        extra = ("--include-crds",) if include_crds else ()
-        proc = _run_helm(helm, *_template_args(values, sets, tmp_path, *extra))
-        assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
-        return [d for d in yaml.safe_load_all(proc.stdout) if d]
-
-    return _render
+    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
 @pytest.fixture
 def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
     """Render the chart expecting helm to refuse; return its error output."""
-
-    def _render_error(values: dict[str, Any] | None = None, *sets: str) -> str:
-        proc = _run_helm(helm, *_template_args(values, sets, tmp_path))
-        assert proc.returncode != 0, f"helm template accepted bad values:\n{proc.stdout}"
-        return proc.stderr
-
-    return _render_error
+    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
-def _one(documents: list[Manifest], kind: str, name: str | None = None) -> Manifest:
-    found = [d for d in documents
-             if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
-    return found[0]
+_one = chartkit.one
 
 
-def _kinds(documents: list[Manifest]) -> list[str]:
-    return sorted(d["kind"] for d in documents)
+_kinds = chartkit.kinds
 
 
 def _pod(documents: list[Manifest]) -> Manifest:

@@ -48,7 +48,9 @@ def test_chart_lints_strictly(helm: str, name: str) -> None:
 
 def _value_sets(name: str) -> list[str | None]:
     """chart-testing's convention: a chart with ci/*-values.yaml is rendered with each."""
-    return sorted(str(p) for p in (CHARTS / name / "ci").glob("*-values.yaml")) or [None]
+    found: list[str | None] = [
+        str(p) for p in sorted((CHARTS / name / "ci").glob("*-values.yaml"))]
+    return found or [None]
 
 
 SCHEMALESS = {"monitoring.coreos.com/v1"}  # CRDs kubernetes-validate has no schema for

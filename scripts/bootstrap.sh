@@ -16,6 +16,7 @@ DEBIAN=(
   "dnsmasq:dnsmasq-base"   # the real DNS server the agent's tests stop and start
   "promtool:prometheus"    # promtool check/test rules for every alert
   "haproxy:haproxy"        # the real load balancer the MCI provider drives
+  "ip:iproute2"            # network namespaces for the MCI tests' backend hosts
 )
 
 missing=()

@@ -24,7 +24,7 @@ from clusterhealth_core import events, status, workqueue
 from clusterhealth_core.api import mci, meta
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
-from clusterhealth_mci import members, metrics, plan
+from clusterhealth_mci import bindings, members, metrics, plan
 from clusterhealth_mci.providers import base
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class MCIController:
         self.mcis = informer.Informer(api, resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = informer.Informer(api, resources.CLUSTERS)
         self.members = members.Members(api, self._member_changed)
+        self.bindings = bindings.Bindings(api, self._service_changed)
         self.queue = workqueue.WorkQueue()
         self.specs: dict[str, base.LoadBalancerSpec] = {}
         self.fail_open: dict[str, bool] = {}
@@ -85,6 +86,9 @@ class MCIController:
         after = (obj.get("status") or {}).get("remedyActions")
         if event != "MODIFIED" or before != after:
             self._queue_all()
+
+    def _service_changed(self, namespace: str, service: str) -> None:
+        self._member_changed("", namespace, service)
 
     def _member_changed(self, cluster: str, namespace: str, service: str) -> None:
         for key, obj in self.mcis.store.items():
@@ -143,7 +147,10 @@ class MCIController:
         namespace = str(obj["metadata"]["namespace"])
         model = mci.MultiClusterIngress.from_dict(obj)
         _, service_keys, _ = plan.routes(model.spec)
-        located = {name: self.members.located(namespace, name) for name, _ in service_keys}
+        located = {}
+        for name, _ in service_keys:
+            bound = self.bindings.located(namespace, name)  # Karmada's way, when bound
+            located[name] = bound if bound is not None else self.members.located(namespace, name)
         endpoints = {
             (cluster, name, port): self.members.endpoints(cluster, namespace, name, port)
             for name, port in service_keys for cluster in located[name]
@@ -304,6 +311,9 @@ class MCIController:
         tasks = [asyncio.create_task(self.clusters.run(), name="cluster-informer"),
                  asyncio.create_task(self.mcis.run(), name="mci-informer")]
         try:
+            if await self.bindings.detect():
+                tasks.append(asyncio.create_task(self.bindings.cache.run(), name="bindings"))
+                await self.bindings.cache.wait_synced()
             await self.clusters.wait_synced()
             await self.mcis.wait_synced()
             await self.members.sync({str(c["metadata"]["name"]): c

@@ -167,3 +167,68 @@ async def test_cluster_weights_annotation(
     finally:
         await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
         await k.delete_service(members["member1"], service)
+
+
+RB_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "resourcebindings.work.karmada.io"},
+    "spec": {"group": "work.karmada.io", "scope": "Namespaced",
+             "names": {"plural": "resourcebindings", "singular": "resourcebinding",
+                       "kind": "ResourceBinding", "shortNames": ["rb"]},
+             # Only what this test needs of Karmada's schema (the control-plane issue
+             # brings the real one): the placed resource and the scheduled clusters.
+             "versions": [{"name": "v1alpha2", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True}}}}}]},
+}
+
+
+async def test_resource_binding_is_the_source_when_present(
+    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+) -> None:
+    await cp.create(resources.CRDS, RB_CRD)
+    await k.eventually(lambda: _established(cp))
+    service, name = k.unique("bound"), k.unique("bound")
+    await k.make_service(members["member1"], service, [("10.1.0.7", 8080)])
+    provider = fake.FakeProvider(immediate_drain=True)
+    ctrl = controller.MCIController(cp, provider, controller.ControllerSettings(),
+                                    metrics.MCIMetrics(prometheus_client.CollectorRegistry()),
+                                    clocks.Clock())
+    task = asyncio.create_task(ctrl.run())
+    try:
+        await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, "rb.example"))
+
+        async def located(clusters: list[str]) -> Any:
+            st = await k.mci_status(cp, name)
+            return st.get("serviceLocations") == [{"name": service, "clusters": clusters}]
+        await k.eventually(lambda: located(["member1"]))  # no binding yet: discovery
+
+        # Karmada's way: the Service's binding says where it was scheduled
+        await cp.create(resources.RESOURCE_BINDINGS, {
+            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+            "metadata": {"name": f"{service}-service", "namespace": "default"},
+            "spec": {"resource": {"apiVersion": "v1", "kind": "Service", "name": service,
+                                  "namespace": "default"},
+                     "clusters": [{"name": "member2"}, {"name": "member1"}]}})
+        await k.eventually(lambda: located(["member1", "member2"]))
+        await cp.patch(resources.RESOURCE_BINDINGS, f"{service}-service",
+                       {"spec": {"clusters": [{"name": "member2"}]}}, namespace="default")
+        await k.eventually(lambda: located(["member2"]))
+
+        # binding gone: back to discovery
+        await cp.delete(resources.RESOURCE_BINDINGS, f"{service}-service", namespace="default")
+        await k.eventually(lambda: located(["member1"]))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
+                        missing_ok=True)
+        await k.delete_service(members["member1"], service)
+        await cp.delete(resources.CRDS, RB_CRD["metadata"]["name"], missing_ok=True)
+
+
+async def _established(cp: kube.ApiClient) -> bool:
+    crd = await cp.get(resources.CRDS, RB_CRD["metadata"]["name"])
+    return any(c["type"] == "Established" and c["status"] == "True"
+               for c in crd.get("status", {}).get("conditions", []))

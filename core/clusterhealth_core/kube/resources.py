@@ -71,3 +71,6 @@ MULTI_CLUSTER_INGRESSES = Resource(
     "networking.karmada.io", "v1alpha1", "multiclusteringresses", "MultiClusterIngress",
     namespaced=True,
 )
+RESOURCE_BINDINGS = Resource(
+    "work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", namespaced=True
+)

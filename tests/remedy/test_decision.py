@@ -314,7 +314,7 @@ def test_decision_match_without_requirement_matches_nothing() -> None:
     ],
 )
 def test_rejected_remedies(obj: dict[str, Any], path: str) -> None:
-    # What docs/remedy.md says the API server rejects; the models reject the same.
+    # What the README's Remedy section says the API server rejects; the models reject the same.
     full = {"apiVersion": API_VERSION, "kind": "Remedy", "metadata": {"name": "r"}, **obj}
     with pytest.raises(meta.ValidationError) as error:
         remedy.Remedy.from_dict(full)

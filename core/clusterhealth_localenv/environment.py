@@ -317,7 +317,7 @@ async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> N
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         crd = await api.get(resources.CRDS, name)
-        for condition in crd.get("status", {}).get("conditions", []):
+        for condition in (crd.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "Established" and condition.get("status") == "True":
                 return
         await asyncio.sleep(0.1)

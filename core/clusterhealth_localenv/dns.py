@@ -15,7 +15,6 @@ import ipaddress
 import os
 import pathlib
 import pwd
-import shutil
 import socket
 import tempfile
 import time
@@ -28,7 +27,6 @@ import dns.query
 from clusterhealth_localenv import processes
 
 START_TIMEOUT = 10.0
-_SEARCH_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
 
 class DnsServerError(RuntimeError):
@@ -37,15 +35,7 @@ class DnsServerError(RuntimeError):
 
 def find_dnsmasq() -> str:
     """The dnsmasq binary: on ``PATH``, or in the sbin directories (not on a user's PATH)."""
-    found = shutil.which("dnsmasq") or shutil.which(
-        "dnsmasq", path=os.pathsep.join(_SEARCH_DIRS)
-    )
-    if found is None:
-        raise DnsServerError(
-            "dnsmasq not found (looked on PATH and in "
-            f"{', '.join(_SEARCH_DIRS)}): install Debian package dnsmasq-base"
-        )
-    return found
+    return processes.find_executable("dnsmasq", "dnsmasq-base", DnsServerError)
 
 
 def free_udp_tcp_port(host: str, attempts: int = 50) -> int:

@@ -15,17 +15,14 @@ admin socket is read from its ``stats socket`` line.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
-import shutil
 import socket
 import time
 
 from clusterhealth_localenv import processes
 
 START_TIMEOUT = 10.0
-_SEARCH_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 _STATS_SOCKET = re.compile(r"^\s*stats\s+socket\s+(\S+)", re.MULTILINE)
 _TCP = re.compile(r"^(?:ipv4@|ipv6@)?(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:/]+)):(?P<port>\d+)$")
 
@@ -36,15 +33,7 @@ class HAProxyError(RuntimeError):
 
 def find_haproxy() -> str:
     """The haproxy binary: on ``PATH``, or in the sbin directories (not on a user's PATH)."""
-    found = shutil.which("haproxy") or shutil.which(
-        "haproxy", path=os.pathsep.join(_SEARCH_DIRS)
-    )
-    if found is None:
-        raise HAProxyError(
-            "haproxy not found (looked on PATH and in "
-            f"{', '.join(_SEARCH_DIRS)}): install Debian package haproxy"
-        )
-    return found
+    return processes.find_executable("haproxy", "haproxy", HAProxyError)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -13,6 +13,7 @@ import ctypes
 import logging
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -21,6 +22,8 @@ from typing import Self
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+"""Where Debian puts daemons (not on a normal user's PATH)."""
 
 
 def die_with_parent() -> None:
@@ -28,6 +31,15 @@ def die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def find_executable(name: str, package: str, error: type[Exception]) -> str:
+    """``name`` on ``PATH`` or in :data:`SBIN_DIRS`; else ``error`` naming the Debian package."""
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN_DIRS))
+    if found is None:
+        raise error(f"{name} not found (looked on PATH and in {', '.join(SBIN_DIRS)}): "
+                    f"install Debian package {package}")
+    return found
 
 
 class ManagedProcess:

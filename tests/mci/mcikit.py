@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
+import functools
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import resources
+from clusterhealth_localenv import waiting
 
 
 def unique(prefix: str) -> str:
@@ -71,15 +71,4 @@ async def mci_status(cp: kube.ApiClient, name: str, namespace: str = "default"
     return dict(obj.get("status") or {})
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await check()
-        except errors.KubeError as exc:
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not reached within {timeout}s (last: {last!r})")
+eventually = functools.partial(waiting.eventually, timeout=20.0)

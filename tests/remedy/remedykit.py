@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
+import functools
 import pathlib
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
-from clusterhealth_localenv import environment
+from clusterhealth_core.kube import resources
+from clusterhealth_localenv import environment, waiting
 
 DNS = "ServiceDomainNameResolutionReady"
 WRITER = "test-condition-writer"
@@ -62,19 +61,7 @@ async def actions(cp: kube.ApiClient, cluster: str) -> list[str]:
     return list((obj.get("status") or {}).get("remedyActions") or [])
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Await ``check()`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await check()
-        except errors.KubeError as exc:
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not reached within {timeout}s (last: {last!r})")
+eventually = functools.partial(waiting.eventually, timeout=15.0)
 
 
 @dataclasses.dataclass

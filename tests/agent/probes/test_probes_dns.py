@@ -14,6 +14,7 @@ import pytest
 from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import dns as dns_probe
 from clusterhealth_localenv import dns as localdns
+from clusterhealth_localenv import processes
 
 
 def make_probe(
@@ -201,7 +202,7 @@ def test_dns_server_needs_an_ip_and_valid_records() -> None:
 
 def test_missing_dnsmasq_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(localdns, "_SEARCH_DIRS", ("/nonexistent",))
+    monkeypatch.setattr(processes, "SBIN_DIRS", ("/nonexistent",))
     with pytest.raises(localdns.DnsServerError, match="install Debian package dnsmasq-base"):
         localdns.find_dnsmasq()
 

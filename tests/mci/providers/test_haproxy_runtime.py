@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import lbkit
 import pytest
 
-from clusterhealth_localenv import haproxy
+from clusterhealth_localenv import haproxy, processes
 from clusterhealth_mci.providers import base
 from clusterhealth_mci.providers.haproxy import provider, runtime
 
@@ -104,7 +104,7 @@ async def test_a_refusing_endpoint_costs_no_request(
 
 def test_missing_haproxy_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(haproxy, "_SEARCH_DIRS", ("/nonexistent",))
+    monkeypatch.setattr(processes, "SBIN_DIRS", ("/nonexistent",))
     with pytest.raises(haproxy.HAProxyError, match="install Debian package haproxy"):
         haproxy.find_haproxy()
 

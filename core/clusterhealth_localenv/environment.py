@@ -15,6 +15,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import json
 import logging
 import pathlib
 import secrets
@@ -38,6 +39,12 @@ from clusterhealth_localenv import pki, processes
 log = logging.getLogger(__name__)
 
 CONTROL_PLANE = "control-plane"
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata"}],
+}
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
 
 
@@ -86,6 +93,9 @@ class EnvironmentConfig:
     workdir: pathlib.Path | None = None
     kubernetes_version: str = bins.KUBERNETES_VERSION
     start_timeout: float = 90.0
+    audit: bool = False
+    """Write every API server's audit log (Metadata level, one JSON line per request
+    stage after the request was received): the witness of who wrote what."""
 
 
 class LocalEnvironment:
@@ -169,6 +179,23 @@ class LocalEnvironment:
         """The admin kubeconfig path of one API server."""
         return self.servers[name].kubeconfig
 
+    def audit_log(self, name: str = CONTROL_PLANE) -> pathlib.Path:
+        """Where one API server writes its audit log (``EnvironmentConfig.audit``)."""
+        return self.servers[name].directory / "audit.log"
+
+    def audit_events(self, name: str = CONTROL_PLANE) -> list[dict[str, Any]]:
+        """Every audit event one API server has written so far, oldest first."""
+        if not self.config.audit:
+            raise RuntimeError("audit logging is off: EnvironmentConfig(audit=True)")
+        path = self.audit_log(name)
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
+
     # --- internals -------------------------------------------------------
 
     async def _start_etcd(self) -> None:
@@ -249,6 +276,16 @@ class LocalEnvironment:
             f"--cert-dir={directory / 'certs'}",
             "--v=0",
         ]
+        if self.config.audit:
+            policy = directory / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
+            argv += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={directory / 'audit.log'}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+                "--audit-log-maxsize=0",
+            ]
         process = processes.ManagedProcess(
             f"kube-apiserver[{name}]", argv, self.workdir / "logs" / f"{name}-apiserver.log"
         )

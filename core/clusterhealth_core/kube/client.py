@@ -88,9 +88,9 @@ class ApiClient:
             )
         return self._transport
 
-    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+    async def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
-        token = self._tokens.token()
+        token = await self._tokens.token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
         if extra:
@@ -116,7 +116,7 @@ class ApiClient:
             # JSON is YAML, so apply patches are sent as JSON too: PyYAML's pure-Python
             # emitter costs milliseconds per object, json.dumps microseconds.
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        all_headers = self._headers(headers)
+        all_headers = await self._headers(headers)
         if data is not None:
             all_headers["Content-Type"] = content_type
         attempt = 0
@@ -314,7 +314,7 @@ class ApiClient:
         try:
             async with http.stream(
                 "GET", resource.path(namespace=namespace), query=params,
-                headers=self._headers(None), timeout=self.timeout,
+                headers=await self._headers(None), timeout=self.timeout,
             ) as response:
                 if response.status >= 400:
                     raise errors.from_status(response.status, _decode(await response.read_all()))

@@ -39,6 +39,18 @@ class Credentials:
     token: str | None = None
     token_file: pathlib.Path | None = None
     source: str = "<memory>"
+    tls_server_name: str | None = None
+    """Host name the server's certificate is checked against (and sent as SNI)."""
+    proxy_url: str | None = None
+    """An explicit HTTP(S) proxy (kubeconfig ``proxy-url``, ``Cluster.spec.proxyURL``).
+
+    ``None`` means: take it from the environment (``HTTPS_PROXY``/``NO_PROXY``)."""
+    proxy_headers: tuple[tuple[str, str], ...] = ()
+    """Headers sent to the proxy with ``CONNECT`` (``Cluster.spec.proxyHeader``)."""
+    impersonate_user: str | None = None
+    impersonate_groups: tuple[str, ...] = ()
+    namespace: str | None = None
+    """The kubeconfig context's namespace (informational; clients name namespaces)."""
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlsplit(self.server)
@@ -96,14 +108,29 @@ def _load_cert_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
 
 
 class TokenSource:
-    """Serves the bearer token, re-reading a token file as kubelet rotates it."""
+    """Serves the bearer token, re-reading a token file as kubelet rotates it.
+
+    :meth:`token` is a coroutine so that sources which must run something to
+    get a token (an ``exec`` credential plugin) fit the same interface;
+    :meth:`invalidate` is called after a 401, and :attr:`refreshable` says
+    whether asking again can give a different token.
+    """
 
     def __init__(self, credentials: Credentials) -> None:
         self._credentials = credentials
         self._cached: str | None = credentials.token
         self._read_at = float("-inf")
 
-    def token(self) -> str | None:
+    @property
+    def refreshable(self) -> bool:
+        """Whether a 401 is worth retrying with a fresh token."""
+        return self._credentials.token_file is not None
+
+    def invalidate(self) -> None:
+        """Forget the cached token: the next :meth:`token` reads it again."""
+        self._read_at = float("-inf")
+
+    async def token(self) -> str | None:
         """The current token, or ``None`` when the credentials have none."""
         path = self._credentials.token_file
         if path is None:

@@ -49,6 +49,10 @@ class Invalid(ApiError):
     """422: the object failed validation (CRD schema, admission)."""
 
 
+class Unauthorized(ApiError):
+    """401: the credentials were not accepted (expired token, wrong certificate)."""
+
+
 class Forbidden(ApiError):
     """403: RBAC denied the request."""
 
@@ -58,6 +62,7 @@ class Gone(ApiError):
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {
+    401: Unauthorized,
     403: Forbidden,
     404: NotFound,
     409: Conflict,

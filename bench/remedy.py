@@ -59,7 +59,7 @@ def _start(env: environment.LocalEnvironment, log: pathlib.Path, workers: int
 def _cluster(name: str) -> dict[str, Any]:
     return {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
             "metadata": {"name": name},
-            "spec": {"apiEndpoint": "https://10.0.0.1:6443", "syncMode": "Push"}}
+            "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}}
 
 
 async def _condition(api: kube.ApiClient, cluster: str, value: str) -> None:
@@ -183,7 +183,7 @@ async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_re
     remedies = [_remedy(f"scale-{i:03d}", clusters[i * group:(i + 1) * group],
                         (DNS, "Equal", "False")) for i in range(n_remedies - 1)]
     remedies.append(_remedy("scale-all", None, ("Ready", "Equal", "False")))
-    async with env.client(max_idle=16) as api:
+    async with env.client(max_connections=16) as api:
         takeover.progress(f"creating {n_clusters} Clusters and {n_remedies} Remedies")
         await _bounded([api.create(resources.CLUSTERS, _cluster(c)) for c in clusters])
         await _bounded([_condition(api, c, conditions[c]) for c in clusters])

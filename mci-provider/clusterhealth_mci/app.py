@@ -49,7 +49,7 @@ async def serve(settings: mci_settings.MCISettings) -> None:
     clock = clocks.Clock()
     mci_metrics = metrics.MCIMetrics(registry)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-mci",
-                              max_idle=settings.workers + 4) as api:
+                              max_connections=settings.workers + 4) as api:
         await runner.check_served(api, [resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS],
                                   INSTALL_HINT)
         provider = make_provider(settings, clock)

@@ -26,7 +26,7 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
     clock = clocks.Clock()
     remedy_metrics = metrics.RemedyMetrics(registry)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-remedy",
-                              max_idle=settings.workers + 4) as api:
+                              max_connections=settings.workers + 4) as api:
         await runner.check_served(api, [resources.REMEDIES, resources.CLUSTERS], INSTALL_HINT)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 transport against small real servers on loopback."""
+"""The HTTP transport (httpx underneath) against small real servers on loopback."""
 
 from __future__ import annotations
 
@@ -85,17 +85,21 @@ async def test_stream_lines_split_across_chunks() -> None:
 
     async with server(handle) as port:
         http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
-        async with http.stream("GET", "/watch") as response:
-            lines = [line async for line in response.lines(idle_timeout=5)]
-    assert lines == [b'{"a":1}', b'{"b":2}']
+        async with http.stream("GET", "/watch", idle_timeout=5) as response:
+            lines = [line async for line in response.lines()]
+        await http.close()
+    assert lines == ['{"a":1}', '{"b":2}']
 
 
 async def test_refused_connection_is_a_transport_error() -> None:
     async with server(_read_request_and_close) as port:
         pass  # closed: nothing listens on the port any more
     http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
-    with pytest.raises(transport.TransportError):
+    with pytest.raises(transport.TransportError) as caught:
         await http.request("GET", "/")
+    await http.close()
+    assert caught.value.sent is False  # nothing reached a server: safe to send again
+    assert transport.refused(caught.value)
 
 
 async def _read_request_and_close(reader: asyncio.StreamReader,

@@ -80,7 +80,7 @@ async def test_cluster_requires_sync_mode_and_valid_taints(cp: kube.ApiClient) -
     base = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster"}
     with pytest.raises(errors.Invalid, match="syncMode"):
         await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
-                                             "spec": {"apiEndpoint": "https://10.0.0.1"}})
+                                             "spec": {"apiEndpoint": "https://127.0.0.1:1"}})
     with pytest.raises(errors.Invalid, match="effect"):
         await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
                                              "spec": {"syncMode": "Push", "taints": [
@@ -116,7 +116,7 @@ async def test_table_listing_shows_printer_columns(cp: kube.ApiClient) -> None:
     name = _unique("table")
     await cp.create(resources.CLUSTERS, {
         "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-        "spec": {"apiEndpoint": "https://10.0.0.1:6443", "syncMode": "Push"}})
+        "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})
     await status.apply_status(cp, resources.CLUSTERS, name, {
         "conditions": [{"type": "ServiceDomainNameResolutionReady", "status": "False",
                         "reason": "ServiceDomainNameResolutionFailed", "message": "timeout",

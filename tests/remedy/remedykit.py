@@ -32,7 +32,7 @@ async def make_cluster(cp: kube.ApiClient, name: str) -> None:
     await cp.create(resources.CLUSTERS, {
         "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
         "metadata": {"name": name},
-        "spec": {"apiEndpoint": "https://10.0.0.1:6443", "syncMode": "Push"}})
+        "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})
 
 
 async def set_condition(cp: kube.ApiClient, cluster: str, value: str, ctype: str = DNS,

@@ -65,10 +65,14 @@ async def test_condition_driven_remedy(controllers: Start, cp: kube.ApiClient,
     await cp.delete(resources.REMEDIES, remedy)
     await k.eventually(lambda: _has(cp, b, []))
 
-    # Events tell what happened and why.
-    events = await cp.list(resources.EVENTS, namespace="default",
-                           field_selector=f"involvedObject.name={b}")
-    reasons = {e["reason"]: e["message"] for e in events["items"]}
+    # Events tell what happened and why (recorded in the background, after the write).
+    async def reasons_seen() -> dict[str, str] | None:
+        events = await cp.list(resources.EVENTS, namespace="default",
+                               field_selector=f"involvedObject.name={b}")
+        found = {e["reason"]: e["message"] for e in events["items"]}
+        return found if {"RemedyActionAdded", "RemedyActionRemoved"} <= set(found) else None
+
+    reasons = await k.eventually(reasons_seen)
     assert remedy in reasons["RemedyActionAdded"]
     assert "Equal False" in reasons["RemedyActionAdded"]
     assert "RemedyActionRemoved" in reasons

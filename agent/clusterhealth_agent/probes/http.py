@@ -3,9 +3,9 @@
 The built-in ``kube-proxy`` detector asks kube-proxy's own health endpoint
 (``http://<node-ip>:10256/healthz``, 200 while its rules are fresh, 503 when
 they are stale); users add their own HTTP probes in the probe configuration.
-It reuses the core's small HTTP/1.1 transport (no extra dependency on every
-node) with a fresh connection per run, so each run proves a new connection
-can be made.
+It reuses the core's HTTP transport (no extra dependency on every node)
+with a fresh connection per run, so each run proves a new connection can be
+made.
 """
 
 from __future__ import annotations
@@ -96,16 +96,16 @@ class HTTPProbe(base.Probe):
     async def check(self) -> base.ProbeResult:
         """One GET on a new connection."""
         http = transport.HttpTransport(
-            self._base, self._ssl_context, max_idle=0, user_agent="clusterhealth-agent"
+            self._base, self._ssl_context, max_connections=1, user_agent="clusterhealth-agent"
         )
         try:
             response = await http.request(
-                "GET", self._target, headers={"Accept": "*/*", "Connection": "close"}
+                "GET", self._target, headers=[("Accept", "*/*"), ("Connection", "close")]
             )
         except transport.TransportError as exc:
             self.metrics.status_code.labels(self.name).set(0)
-            refused = isinstance(exc.__cause__, ConnectionRefusedError)
-            reason = REASON_CONNECTION_REFUSED if refused else REASON_CONNECTION_FAILED
+            reason = (REASON_CONNECTION_REFUSED if transport.refused(exc)
+                      else REASON_CONNECTION_FAILED)
             return base.ProbeResult(False, reason, f"GET {self.url}: {exc}")
         except ValueError as exc:  # a status line without a number
             self.metrics.status_code.labels(self.name).set(0)

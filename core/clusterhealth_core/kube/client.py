@@ -1,22 +1,38 @@
 """An asyncio client for the Kubernetes API, small enough for a DaemonSet.
 
-It speaks JSON over :mod:`~clusterhealth_core.kube.transport` (HTTP/1.1 on
-asyncio streams) and knows nothing about particular kinds beyond
-:class:`~clusterhealth_core.kube.resources.Resource`.  Transient failures
-(connection errors, 429, 5xx) are retried with :class:`~clusterhealth_core.retry.Backoff`;
-everything else surfaces as a typed :mod:`~clusterhealth_core.kube.errors` error.
+It speaks JSON over :mod:`~clusterhealth_core.kube.transport` (httpx) and
+knows nothing about particular kinds beyond
+:class:`~clusterhealth_core.kube.resources.Resource`.
+
+What it promises its callers:
+
+* a request is sent again only when that is safe: it never reached the
+  server, or repeating it cannot do something twice (``GET``, ``PUT``,
+  ``DELETE``, server-side apply, merge patches), or the server refused it
+  unprocessed (429, honouring ``Retry-After``);
+* a 401 drops the cached token (an ``exec`` plugin runs again, a token file
+  is re-read) and, when a fresh token can differ, the request is tried once
+  more; otherwise :class:`~clusterhealth_core.kube.errors.Unauthorized`;
+* lists are paged (``limit`` + ``continue``) and no read of a body waits
+  longer than the idle timeout, however long the whole body takes;
+* watches end by themselves (``timeoutSeconds``) so that an idle stream is
+  bounded, and a broken stream is a typed error the caller resumes from;
+* a client made with :meth:`ApiClient.guarded` asks its guard before every
+  write: the leader-election fence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from clusterhealth_core import retry
-from clusterhealth_core.kube import config, errors, resources, transport
+from clusterhealth_core.kube import config, errors, proxies, resources, transport
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +43,19 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+# Patches whose second application changes nothing: safe to send again.
+_IDEMPOTENT_PATCHES = frozenset({"merge", "strategic", "apply"})
+_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+DEFAULT_PAGE_SIZE = 500
+DEFAULT_WATCH_SECONDS = 45
+"""The server ends every watch after this long, sending a bookmark 2 s before."""
+WATCH_IDLE_MARGIN = 15.0
+"""A watch silent for ``timeoutSeconds`` plus this long is dead."""
+MAX_RETRY_AFTER = 60.0
 Object = dict[str, Any]
+Guard = Callable[[], None]
 
 
 class WatchEvent:
@@ -45,6 +72,33 @@ class WatchEvent:
         return f"WatchEvent({self.type}, {name})"
 
 
+@dataclasses.dataclass
+class _Pool:
+    """What every view of one client shares: the connections and the token."""
+
+    credentials: config.Credentials
+    tokens: config.TokenSource
+    make_transport: Callable[[], transport.HttpTransport]
+    on_unauthorized: Callable[[], None] | None
+    connections: transport.HttpTransport | None = None
+
+    def http(self) -> transport.HttpTransport:
+        if self.connections is None:
+            self.connections = self.make_transport()
+        return self.connections
+
+
+def proxy_for(credentials: config.Credentials,
+              environ: Mapping[str, str] | None = None) -> transport.Proxy | None:
+    """The proxy for ``credentials``' server: its own, else the environment's."""
+    if credentials.proxy_url:
+        url = proxies.check_proxy_url(credentials.proxy_url)
+        return transport.Proxy(url, credentials.proxy_headers)
+    found = proxies.from_environment(credentials.server,
+                                     os.environ if environ is None else environ)
+    return transport.Proxy(proxies.check_proxy_url(found)) if found else None
+
+
 class ApiClient:
     """A connection pool to one API server with the credentials to use it."""
 
@@ -55,15 +109,53 @@ class ApiClient:
         timeout: float = 10.0,
         backoff: retry.Backoff = retry.DEFAULT,
         user_agent: str = "clusterhealth",
-        max_idle: int = 4,
+        max_connections: int = 16,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        on_unauthorized: Callable[[], None] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.credentials = credentials
         self.timeout = timeout
         self.backoff = backoff
-        self._tokens = config.TokenSource(credentials)
-        self._user_agent = user_agent
-        self._max_idle = max_idle
-        self._transport: transport.HttpTransport | None = None
+        self.page_size = page_size
+        try:
+            proxy = proxy_for(credentials, environ)
+        except proxies.ProxyConfigError as exc:
+            raise errors.ConfigError(f"{credentials.source}: {exc}") from exc
+
+        def make_transport() -> transport.HttpTransport:
+            context = credentials.ssl_context()
+            return transport.HttpTransport(
+                credentials.server,
+                context if not isinstance(context, bool) else None,
+                proxy=proxy,
+                tls_server_name=credentials.tls_server_name,
+                max_connections=max_connections,
+                connect_timeout=timeout,
+                user_agent=user_agent,
+            )
+
+        self._pool = _Pool(credentials, config.TokenSource(credentials), make_transport,
+                           on_unauthorized)
+        self._guard: Guard | None = None
+        self._owner = True
+
+    @property
+    def proxy(self) -> transport.Proxy | None:
+        """The proxy connections go through, if any."""
+        return self._pool.http().proxy
+
+    def guarded(self, guard: Guard) -> ApiClient:
+        """A view of this client that calls ``guard()`` before sending any write.
+
+        ``guard`` raises (``errors.NotLeader``) to refuse the write locally.
+        The view shares the connection pool; closing it closes nothing.
+        """
+        view = object.__new__(ApiClient)
+        view.__dict__.update(self.__dict__)
+        view._guard = guard
+        view._owner = False
+        return view
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -72,30 +164,33 @@ class ApiClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        if self._transport is not None:
-            await self._transport.close()
-            self._transport = None
+        """Close the connection pool (a :meth:`guarded` view leaves it open)."""
+        if self._owner and self._pool.connections is not None:
+            await self._pool.connections.close()
+            self._pool.connections = None
 
-    def _get_transport(self) -> transport.HttpTransport:
-        if self._transport is None:
-            context = self.credentials.ssl_context()
-            self._transport = transport.HttpTransport(
-                self.credentials.server,
-                context if not isinstance(context, bool) else None,
-                max_idle=self._max_idle,
-                user_agent=self._user_agent,
-            )
-        return self._transport
-
-    async def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        token = await self._tokens.token()
+    async def _headers(self, extra: Mapping[str, str] | None) -> list[tuple[str, str]]:
+        headers = [("Accept", "application/json")]
+        token = await self._pool.tokens.token()
         if token:
-            headers["Authorization"] = f"Bearer {token}"
+            headers.append(("Authorization", f"Bearer {token}"))
+        creds = self.credentials
+        if creds.impersonate_user:
+            headers.append(("Impersonate-User", creds.impersonate_user))
+        headers += [("Impersonate-Group", group) for group in creds.impersonate_groups]
         if extra:
-            headers.update(extra)
+            headers = [(k, v) for k, v in headers if k.lower() not in
+                       {e.lower() for e in extra}] + list(extra.items())
         return headers
+
+    def _unauthorized(self) -> None:
+        self._pool.tokens.invalidate()
+        if self._pool.on_unauthorized is not None:
+            self._pool.on_unauthorized()
+
+    def _check_guard(self, method: str) -> None:
+        if self._guard is not None and method in _WRITE_METHODS:
+            self._guard()
 
     async def request(
         self,
@@ -108,31 +203,52 @@ class ApiClient:
         headers: Mapping[str, str] | None = None,
         backoff: retry.Backoff | None = None,
         timeout: float | None = None,
+        idempotent: bool | None = None,
     ) -> Any:
-        """Send one request (retrying transient failures) and return the decoded body."""
+        """Send one request, retrying only what is safe, and return the decoded body.
+
+        ``timeout`` bounds each read of the response (not the whole body).
+        ``idempotent`` overrides the method's default (GET/PUT/DELETE yes,
+        POST/PATCH no) for deciding whether a request that may have reached
+        the server can be sent again.
+        """
         policy = backoff or self.backoff
+        repeatable = method in _IDEMPOTENT_METHODS if idempotent is None else idempotent
         data: bytes | None = None
         if body is not None:
             # JSON is YAML, so apply patches are sent as JSON too: PyYAML's pure-Python
             # emitter costs milliseconds per object, json.dumps microseconds.
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        all_headers = await self._headers(headers)
+        extra = dict(headers or {})
         if data is not None:
-            all_headers["Content-Type"] = content_type
+            extra["Content-Type"] = content_type
         attempt = 0
+        refreshed = False
         while True:
+            delay: float | None = None
             try:
-                return await self._once(method, path, params, data, all_headers, timeout)
-            except (errors.Unreachable, errors.ApiError) as exc:
-                transient = isinstance(exc, errors.Unreachable) or (
-                    isinstance(exc, errors.ApiError) and exc.retryable
-                )
-                attempt += 1
-                if not transient or attempt >= policy.attempts:
+                self._check_guard(method)
+                return await self._once(method, path, params, data, extra, timeout)
+            except errors.Unauthorized:
+                self._unauthorized()
+                if refreshed or not self._pool.tokens.refreshable:
                     raise
-                delay = policy.delay(attempt - 1)
-                log.debug("%s %s failed (%s); retry in %.2fs", method, path, exc, delay)
-                await asyncio.sleep(delay)
+                refreshed = True
+                continue
+            except errors.Unreachable as exc:
+                if (exc.sent and not repeatable) or attempt + 1 >= policy.attempts:
+                    raise
+            except errors.ApiError as exc:
+                if exc.status == 429:
+                    delay = _retry_after(exc)
+                elif not (exc.retryable and repeatable):
+                    raise
+                if attempt + 1 >= policy.attempts:
+                    raise
+            attempt += 1
+            pause = max(policy.delay(attempt - 1), delay or 0.0)
+            log.debug("%s %s failed; retry %d in %.2fs", method, path, attempt, pause)
+            await asyncio.sleep(pause)
 
     async def _once(
         self,
@@ -140,23 +256,22 @@ class ApiClient:
         path: str,
         params: Mapping[str, str] | None,
         data: bytes | None,
-        headers: Mapping[str, str],
+        extra: Mapping[str, str],
         timeout: float | None,
     ) -> Any:
-        http = self._get_transport()
+        headers = await self._headers(extra)
         try:
-            async with asyncio.timeout(timeout or self.timeout):
-                response = await http.request(
-                    method, path, query=params, headers=headers, body=data
-                )
-        except (TimeoutError, OSError) as exc:
+            response = await self._pool.http().request(
+                method, path, query=params, headers=headers, body=data,
+                read_timeout=timeout or self.timeout,
+            )
+        except transport.TransportError as exc:
             raise errors.Unreachable(
-                f"{self.credentials.server} unreachable ({method} {path}): "
-                f"{exc.__class__.__name__}: {exc}"
+                f"{self.credentials.server} unreachable ({method} {path}): {exc}", sent=exc.sent,
             ) from exc
         decoded = _decode(response.body)
         if response.status >= 400:
-            raise errors.from_status(response.status, decoded)
+            raise errors.from_status(response.status, decoded, response.headers)
         return decoded
 
     # --- verbs ----------------------------------------------------------
@@ -170,6 +285,35 @@ class ApiClient:
         result: Object = await self.request("GET", path)
         return result
 
+    async def list_pages(
+        self,
+        resource: resources.Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Object]:
+        """Yield the list one page (``limit`` objects, default ``page_size``) at a time.
+
+        Every page has ``items`` and ``metadata``; all pages come from one
+        consistent snapshot whose ``resourceVersion`` is on each page.  An
+        expired ``continue`` token raises :class:`~errors.Gone` (list again).
+        """
+        params: dict[str, str] = {"limit": str(limit or self.page_size)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        path = resource.path(namespace=namespace)
+        while True:
+            page: Object = await self.request("GET", path, params=params)
+            yield page
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            params["continue"] = str(token)
+
     async def list(
         self,
         resource: resources.Resource,
@@ -178,16 +322,18 @@ class ApiClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> Object:
-        """List objects; the result has ``items`` and ``metadata.resourceVersion``."""
-        params: dict[str, str] = {}
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        result: Object = await self.request(
-            "GET", resource.path(namespace=namespace), params=params
-        )
-        return result
+        """List every object (paged underneath); the result has ``items`` and ``metadata``."""
+        items: list[Object] = []
+        last: Object = {}
+        async for page in self.list_pages(resource, namespace=namespace,
+                                          label_selector=label_selector,
+                                          field_selector=field_selector):
+            items.extend(page.get("items") or [])
+            last = page
+        metadata = dict(last.get("metadata") or {})
+        metadata.pop("continue", None)
+        metadata.pop("remainingItemCount", None)
+        return {**last, "metadata": metadata, "items": items}
 
     async def table(self, resource: resources.Resource, *, namespace: str | None = None) -> Object:
         """List as a ``meta.k8s.io/v1 Table`` (what ``kubectl get`` prints)."""
@@ -200,11 +346,10 @@ class ApiClient:
         self, resource: resources.Resource, body: Mapping[str, Any], *,
         namespace: str | None = None,
     ) -> Object:
-        """Create an object (not retried blindly: a retry could create twice)."""
+        """Create an object (sent again only if it certainly never reached the server)."""
         ns = namespace or body.get("metadata", {}).get("namespace")
         result: Object = await self.request(
             "POST", resource.path(namespace=ns), body=dict(body),
-            backoff=retry.NO_RETRY,
         )
         return result
 
@@ -244,6 +389,7 @@ class ApiClient:
             params=params,
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
+            idempotent=patch_type in _IDEMPOTENT_PATCHES,
         )
         return result
 
@@ -292,12 +438,16 @@ class ApiClient:
         resource_version: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        timeout_seconds: int = 300,
+        timeout_seconds: int = DEFAULT_WATCH_SECONDS,
     ) -> AsyncIterator[WatchEvent]:
-        """Stream events until the server ends the watch (``timeout_seconds``).
+        """Stream events until the server ends the watch after ``timeout_seconds``.
 
-        Raises :class:`~clusterhealth_core.kube.errors.Gone` when
-        ``resource_version`` is too old; the caller relists.
+        Bookmarks are asked for (the server sends one 2 s before it ends the
+        watch), so no healthy stream is silent for longer than
+        ``timeout_seconds``; one silent for ``timeout_seconds +
+        WATCH_IDLE_MARGIN`` raises :class:`~errors.Unreachable`.  A
+        ``resource_version`` too old raises :class:`~errors.Gone` (relist);
+        anything unparsable raises :class:`~errors.ProtocolError`.
         """
         params = {
             "watch": "true",
@@ -310,26 +460,50 @@ class ApiClient:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
-        http = self._get_transport()
+        what = f"{self.credentials.server}: watch of {resource.plural}"
+        headers = await self._headers(None)
         try:
-            async with http.stream(
-                "GET", resource.path(namespace=namespace), query=params,
-                headers=await self._headers(None), timeout=self.timeout,
+            async with self._pool.http().stream(
+                "GET", resource.path(namespace=namespace), query=params, headers=headers,
+                idle_timeout=timeout_seconds + WATCH_IDLE_MARGIN,
             ) as response:
                 if response.status >= 400:
-                    raise errors.from_status(response.status, _decode(await response.read_all()))
-                async for line in response.lines(idle_timeout=timeout_seconds + 30):
+                    error = errors.from_status(response.status,
+                                               _decode(await response.read_all()),
+                                               response.headers)
+                    if isinstance(error, errors.Unauthorized):
+                        self._unauthorized()
+                    raise error
+                async for line in response.lines():
                     if not line.strip():
                         continue
-                    event = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object", {})
-                        raise errors.from_status(int(status.get("code", 500)), status)
-                    yield WatchEvent(str(event["type"]), event["object"])
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise errors.Unreachable(
-                f"{self.credentials.server}: watch of {resource.plural} broke: {exc}"
-            ) from exc
+                    yield _watch_event(line, what)
+        except (transport.TransportError, TimeoutError) as exc:
+            raise errors.Unreachable(f"{what} broke: {exc}", sent=True) from exc
+
+
+def _watch_event(line: str, what: str) -> WatchEvent:
+    try:
+        event = json.loads(line)
+        type_ = str(event["type"])
+        obj = event["object"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise errors.ProtocolError(f"{what}: not a watch event: {line[:200]!r}") from exc
+    if not isinstance(obj, dict):
+        raise errors.ProtocolError(f"{what}: event object is not an object: {line[:200]!r}")
+    if type_ == "ERROR":
+        raise errors.from_status(int(obj.get("code", 500)), obj)
+    return WatchEvent(type_, obj)
+
+
+def _retry_after(exc: errors.ApiError) -> float | None:
+    value = exc.headers.get("retry-after") if exc.headers else None
+    if value is None:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(value)))
+    except ValueError:
+        return None  # an HTTP date: rare from API servers; use the backoff
 
 
 def _decode(raw: bytes) -> Any:

@@ -6,6 +6,7 @@ status codes, and every message is meant to be shown to a person as is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -18,18 +19,31 @@ class ConfigError(KubeError):
 
 
 class Unreachable(KubeError):
-    """The API server could not be reached (connection refused, TLS, timeout)."""
+    """The API server could not be reached (connection refused, TLS, timeout).
+
+    ``sent`` is ``False`` when the request certainly never reached the server.
+    """
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class ProtocolError(KubeError):
+    """The server's answer could not be understood (not JSON, a cut-off line)."""
 
 
 class ApiError(KubeError):
     """The API server answered with an error status."""
 
-    def __init__(self, status: int, reason: str, message: str, body: Any = None) -> None:
+    def __init__(self, status: int, reason: str, message: str, body: Any = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.body = body
+        self.headers: Mapping[str, str] = headers or {}
 
     @property
     def retryable(self) -> bool:
@@ -71,7 +85,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def from_status(status: int, body: Any) -> ApiError:
+def from_status(status: int, body: Any, headers: Mapping[str, str] | None = None) -> ApiError:
     """Build the most specific error for an HTTP status and a ``Status`` body."""
     reason = ""
     message = ""
@@ -81,4 +95,4 @@ def from_status(status: int, body: Any) -> ApiError:
     elif body:
         message = str(body)[:500]
     cls = _BY_STATUS.get(status, ApiError)
-    return cls(status, reason or "Error", message or "(no message)", body)
+    return cls(status, reason or "Error", message or "(no message)", body, headers)

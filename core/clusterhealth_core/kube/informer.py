@@ -1,19 +1,37 @@
 """A list-then-watch cache of one resource, so controllers read memory, not the API.
 
-The informer lists, then watches from the list's ``resourceVersion``; when the
-watch ends it resumes from the last seen version, and when that version is
-too old (410 Gone) or the server is unreachable it relists after a backoff.
-Handlers get every change; :meth:`Informer.wait_synced` tells when the first
-list has been loaded.
+What it does against real API servers, behind proxies, for weeks:
+
+* **Lists in pages** (``limit`` + ``continue``) and folds each page into the
+  cache in place, so a relist never holds a second copy of the cache.
+* **Transforms** each object before caching it (by default it drops
+  ``metadata.managedFields``; callers keep only what they read).
+* **Resumes** a broken or ended watch from the last resourceVersion it saw
+  (bookmarks included); it relists only when the server answers 410 Gone.
+* **Backs off** on every failure, whatever the exception, and resets the
+  backoff only after a watch has stayed healthy for a while, so a watch that
+  always fails (RBAC allows list, not watch; a proxy cutting streams) slows
+  down to one attempt every :data:`MAX_BACKOFF` seconds.  Every failure is
+  logged and counted; nothing kills the task but cancellation.
+* **Reports health**: :meth:`Informer.health` fails when the cache has not
+  been in contact with the server for :attr:`Informer.stale_after` seconds,
+  for ``/readyz``.
+
+:class:`InformerFactory` hands out one shared informer per resource (and
+namespace/selector) per API server, as client-go's shared informer factory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import prometheus_client
+
+from clusterhealth_core import clock as clocks
 from clusterhealth_core import retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -23,16 +41,93 @@ log = logging.getLogger(__name__)
 Object = dict[str, Any]
 Handler = Callable[[str, Object, Object | None], None]
 """``handler(event_type, new_or_deleted_object, previous_object_or_None)``."""
+Transform = Callable[[Object], Object]
+"""Applied to every object before it is cached (and handed to handlers)."""
+
+MAX_BACKOFF = 30.0
+BACKOFF = retry.Backoff(initial=0.8, factor=2.0, maximum=MAX_BACKOFF, jitter=0.2,
+                        attempts=1_000_000)
+HEALTHY_AFTER = 60.0
+"""A watch that ran this long without failing resets the backoff."""
+STALE_AFTER = 120.0
+"""Without contact with the server for this long, the informer reports itself unhealthy."""
 
 
-_RELIST_BACKOFF = retry.Backoff(initial=0.5, maximum=10.0, attempts=1_000_000)
-
-
-def key_of(obj: Object) -> str:
+def key_of(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` (or ``name`` for cluster-scoped objects)."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace")
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def strip_managed_fields(obj: Object) -> Object:
+    """The default transform: drop ``metadata.managedFields`` (often half the object)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def keep_fields(*paths: str) -> Transform:
+    """A transform keeping ``metadata``'s identity and the given dotted paths only.
+
+    ``keep_fields("status.conditions", "spec.taints")`` keeps name, namespace,
+    uid, resourceVersion, labels, annotations, deletionTimestamp, plus those.
+    """
+    split = [p.split(".") for p in paths]
+
+    def transform(obj: Object) -> Object:
+        meta = obj.get("metadata") or {}
+        kept: Object = {"metadata": {k: meta[k] for k in (
+            "name", "namespace", "uid", "resourceVersion", "generation", "labels",
+            "annotations", "deletionTimestamp", "finalizers", "ownerReferences",
+        ) if k in meta}}
+        for part in ("apiVersion", "kind"):
+            if part in obj:
+                kept[part] = obj[part]
+        for path in split:
+            source: Any = obj
+            for name in path:
+                source = source.get(name) if isinstance(source, dict) else None
+            if source is None:
+                continue
+            target = kept
+            for name in path[:-1]:
+                target = target.setdefault(name, {})
+            target[path[-1]] = source
+        return kept
+
+    return transform
+
+
+class InformerMetrics:
+    """Lists, watches and failures of every informer of a process, by resource."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.lists = prometheus_client.Counter(
+            "clusterhealth_informer_lists", "List requests (pages) sent by informers.",
+            ["resource"], registry=registry)
+        self.watches = prometheus_client.Counter(
+            "clusterhealth_informer_watches", "Watch requests sent by informers.",
+            ["resource"], registry=registry)
+        self.failures = prometheus_client.Counter(
+            "clusterhealth_informer_failures",
+            "List or watch failures, by resource and kind of error.",
+            ["resource", "error"], registry=registry)
+        self.objects = prometheus_client.Gauge(
+            "clusterhealth_informer_objects", "Objects in an informer's cache.",
+            ["resource"], registry=registry)
+
+
+@dataclasses.dataclass(frozen=True)
+class InformerSettings:
+    """How an informer pages, watches and backs off."""
+
+    page_size: int = kube.DEFAULT_PAGE_SIZE
+    watch_timeout: int = kube.DEFAULT_WATCH_SECONDS
+    backoff: retry.Backoff = BACKOFF
+    healthy_after: float = HEALTHY_AFTER
+    stale_after: float = STALE_AFTER
 
 
 class Informer:
@@ -45,18 +140,35 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
-        backoff: retry.Backoff = _RELIST_BACKOFF,
-        watch_timeout: int = 300,
+        field_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+        settings: InformerSettings = InformerSettings(),
+        clock: clocks.Clock | None = None,
+        metrics: InformerMetrics | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
-        self.backoff = backoff
-        self.watch_timeout = watch_timeout
+        self.field_selector = field_selector
+        self.transform = transform
+        self.settings = settings
+        self.stale_after = settings.stale_after
+        self.clock = clock or clocks.Clock()
+        self.metrics = metrics
         self.store: dict[str, Object] = {}
+        self.resource_version = ""
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
+        self._started_at: float | None = None
+        self._last_contact: float | None = None
+        self._last_error = ""
+
+    @property
+    def name(self) -> str:
+        """What the informer caches, for logs and metrics."""
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.resource.plural}{where}"
 
     def add_handler(self, handler: Handler) -> None:
         """Call ``handler`` for every change (including the initial list as ADDED)."""
@@ -71,6 +183,20 @@ class Informer:
         """Wait until the first list has been loaded."""
         await self._synced.wait()
 
+    def health(self) -> tuple[bool, str]:
+        """A ``/readyz`` check: synced and in contact with the server recently."""
+        now = self.clock.monotonic()
+        since = self._last_contact if self._last_contact is not None else self._started_at
+        if since is None:
+            return True, f"{self.name}: not started"
+        quiet = now - since
+        if quiet <= self.stale_after:
+            state = "synced" if self.synced else "syncing"
+            return True, f"{self.name}: {state}"
+        what = "synced" if self.synced else "never synced"
+        return False, (f"{self.name}: {what}, no contact with the server for {quiet:.0f}s"
+                       + (f" (last error: {self._last_error})" if self._last_error else ""))
+
     def _emit(self, event: str, obj: Object, old: Object | None) -> None:
         for handler in self._handlers:
             try:
@@ -78,24 +204,57 @@ class Informer:
             except Exception:  # a handler bug must not stop the cache
                 log.exception("informer handler failed for %s %s", event, key_of(obj))
 
+    def _prepare(self, obj: Object) -> Object:
+        return self.transform(obj) if self.transform is not None else obj
+
+    def _contact(self) -> None:
+        self._last_contact = self.clock.monotonic()
+
+    async def _relist(self) -> str:
+        """List page by page into the store; return the list's resourceVersion."""
+        seen: set[str] = set()
+        version = ""
+        async for page in self.api.list_pages(
+            self.resource, namespace=self.namespace, label_selector=self.label_selector,
+            field_selector=self.field_selector, limit=self.settings.page_size,
+        ):
+            self._contact()
+            if self.metrics is not None:
+                self.metrics.lists.labels(self.resource.plural).inc()
+            for raw in page.get("items") or []:
+                obj = self._prepare(raw)
+                key = key_of(obj)
+                seen.add(key)
+                previous = self.store.get(key)
+                self.store[key] = obj
+                if previous is None:
+                    self._emit("ADDED", obj, None)
+                elif _version(previous) != _version(obj):
+                    self._emit("MODIFIED", obj, previous)
+            version = str((page.get("metadata") or {}).get("resourceVersion", ""))
+        for key in [k for k in self.store if k not in seen]:
+            old = self.store.pop(key)
+            self._emit("DELETED", old, old)
+        self._count()
+        return version
+
     def _replace(self, items: list[Object]) -> None:
-        fresh = {key_of(item): item for item in items}
-        for key, old in list(self.store.items()):
-            if key not in fresh:
-                del self.store[key]
-                self._emit("DELETED", old, old)
-        for key, item in fresh.items():
+        """Make the store exactly ``items`` (for tests and callers holding a full list)."""
+        fresh = {key_of(obj): obj for obj in map(self._prepare, items)}
+        for key in [k for k in self.store if k not in fresh]:
+            old = self.store.pop(key)
+            self._emit("DELETED", old, old)
+        for key, obj in fresh.items():
             previous = self.store.get(key)
-            self.store[key] = item
+            self.store[key] = obj
             if previous is None:
-                self._emit("ADDED", item, None)
-            elif previous.get("metadata", {}).get("resourceVersion") != item["metadata"].get(
-                "resourceVersion"
-            ):
-                self._emit("MODIFIED", item, previous)
+                self._emit("ADDED", obj, None)
+            elif _version(previous) != _version(obj):
+                self._emit("MODIFIED", obj, previous)
+        self._count()
 
     def _apply(self, event: kube.WatchEvent) -> None:
-        obj = event.object
+        obj = self._prepare(event.object)
         key = key_of(obj)
         old = self.store.get(key)
         if event.type == "DELETED":
@@ -105,32 +264,163 @@ class Informer:
             self.store[key] = obj
             self._emit("ADDED" if old is None else "MODIFIED", obj, old)
 
+    def _count(self) -> None:
+        if self.metrics is not None:
+            self.metrics.objects.labels(self.resource.plural).set(len(self.store))
+
+    async def _watch(self) -> None:
+        """Watch from ``resource_version`` until the server ends the stream."""
+        if self.metrics is not None:
+            self.metrics.watches.labels(self.resource.plural).inc()
+        async for event in self.api.watch(
+            self.resource, namespace=self.namespace, resource_version=self.resource_version,
+            label_selector=self.label_selector, field_selector=self.field_selector,
+            timeout_seconds=self.settings.watch_timeout,
+        ):
+            self._contact()
+            version = (event.object.get("metadata") or {}).get("resourceVersion")
+            if event.type != "BOOKMARK":
+                self._apply(event)
+                if event.type != "MODIFIED":
+                    self._count()
+            if version:
+                self.resource_version = str(version)
+        self._contact()
+
     async def run(self) -> None:
-        """List and watch forever (until cancelled)."""
+        """List and watch forever (until cancelled); never dies of an error."""
+        self._started_at = self.clock.monotonic()
         failures = 0
         while True:
+            started = self.clock.monotonic()
             try:
-                listing = await self.api.list(
-                    self.resource, namespace=self.namespace, label_selector=self.label_selector
-                )
-                self._replace(list(listing.get("items") or []))
-                self._synced.set()
-                version = str(listing["metadata"].get("resourceVersion", ""))
-                failures = 0
-                while True:
-                    async for event in self.api.watch(
-                        self.resource, namespace=self.namespace, resource_version=version,
-                        label_selector=self.label_selector, timeout_seconds=self.watch_timeout,
-                    ):
-                        version = str(event.object.get("metadata", {}).get(
-                            "resourceVersion", version))
-                        if event.type != "BOOKMARK":
-                            self._apply(event)
+                if not self.resource_version:
+                    self.resource_version = await self._relist()
+                    self._synced.set()
+                await self._watch()
+                if self.clock.monotonic() - started >= self.settings.healthy_after:
+                    failures = 0
+                continue
             except errors.Gone:
-                log.debug("watch of %s expired; relisting", self.resource.plural)
-            except (errors.KubeError, OSError) as exc:
-                delay = self.backoff.delay(min(failures, 10))
-                failures += 1
-                log.warning("informer for %s: %s; relisting in %.1fs",
-                            self.resource.plural, exc, delay)
-                await asyncio.sleep(delay)
+                # Too old to resume: relist at once (a second Gone in a row backs off).
+                log.info("informer %s: resourceVersion %s expired; relisting", self.name,
+                         self.resource_version)
+                self.resource_version = ""
+                self._failed("Gone", "resourceVersion expired")
+                if failures == 0:
+                    failures = 1
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # anything: log, count, back off, go on
+                self._failed(exc.__class__.__name__, str(exc))
+                if self.clock.monotonic() - started >= self.settings.healthy_after:
+                    failures = 0
+                if isinstance(exc, errors.KubeError | OSError | TimeoutError):
+                    log.warning("informer %s: %s", self.name, exc)
+                else:
+                    log.exception("informer %s: unexpected error", self.name)
+            delay = self.settings.backoff.delay(min(failures, 16))
+            failures += 1
+            log.info("informer %s: retrying in %.1fs (attempt %d, %s)", self.name, delay,
+                     failures, "resuming the watch" if self.resource_version else "listing")
+            await self.clock.sleep(delay)
+
+    def _failed(self, kind: str, message: str) -> None:
+        self._last_error = f"{kind}: {message}"[:300]
+        if self.metrics is not None:
+            self.metrics.failures.labels(self.resource.plural, kind).inc()
+
+
+def _version(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+class InformerFactory:
+    """One shared :class:`Informer` per (resource, namespace, selectors) on one API server.
+
+    Controllers ask for what they need before :meth:`start`; asking again
+    returns the same informer, so two controllers of one process share one
+    list, one watch and one cache.  A second caller must want the same
+    transform (a different one is a programming error: it would change what
+    the first caller reads).
+    """
+
+    def __init__(self, api: kube.ApiClient, *, settings: InformerSettings = InformerSettings(),
+                 clock: clocks.Clock | None = None,
+                 metrics: InformerMetrics | None = None) -> None:
+        self.api = api
+        self.settings = settings
+        self.clock = clock or clocks.Clock()
+        self.metrics = metrics
+        self._informers: dict[tuple[str, str | None, str | None, str | None], Informer] = {}
+        self._tasks: dict[Informer, asyncio.Task[None]] = {}
+        self._started = False
+
+    def informer(
+        self,
+        resource: resources.Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+    ) -> Informer:
+        """The shared informer for this resource and scope (started if the factory runs)."""
+        key = (resource.path(), namespace, label_selector, field_selector)
+        found = self._informers.get(key)
+        if found is not None:
+            if found.transform is not transform:
+                raise ValueError(f"informer for {found.name} already exists with another "
+                                 "transform")
+            return found
+        made = Informer(self.api, resource, namespace=namespace, label_selector=label_selector,
+                        field_selector=field_selector, transform=transform,
+                        settings=self.settings, clock=self.clock, metrics=self.metrics)
+        self._informers[key] = made
+        if self._started:
+            self._start(made)
+        return made
+
+    @property
+    def informers(self) -> list[Informer]:
+        """Every informer handed out."""
+        return list(self._informers.values())
+
+    def _start(self, informer: Informer) -> None:
+        self._tasks[informer] = asyncio.create_task(informer.run(),
+                                                    name=f"informer:{informer.name}")
+
+    def start(self) -> None:
+        """Start every informer handed out so far (and later ones as they are asked for)."""
+        self._started = True
+        for informer in self._informers.values():
+            if informer not in self._tasks:
+                self._start(informer)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every informer has loaded its first list."""
+        return all(i.synced for i in self._informers.values())
+
+    async def wait_synced(self) -> None:
+        """Wait until every informer has loaded its first list."""
+        for informer in list(self._informers.values()):
+            await informer.wait_synced()
+
+    def health(self) -> tuple[bool, str]:
+        """A ``/readyz`` check over every informer."""
+        results = [i.health() for i in self._informers.values()]
+        failing = [detail for ok, detail in results if not ok]
+        if failing:
+            return False, "; ".join(failing)
+        return True, f"{len(results)} informer(s) in contact"
+
+    async def stop(self) -> None:
+        """Cancel every informer task and wait for them."""
+        self._started = False
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

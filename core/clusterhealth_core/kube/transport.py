@@ -1,27 +1,56 @@
-"""HTTP/1.1 over asyncio streams: just what the Kubernetes API needs, and small.
+"""HTTP to one API server, on httpx: pooling, TLS, proxies, dead-peer detection.
 
-The agent runs on every node, so its footprint matters: aiohttp alone adds
-about 14 MiB of RSS to a process (``docs/decisions/0001-kube-client.md``).
-The API server speaks plain HTTP/1.1 with JSON bodies, ``Content-Length`` or
-chunked responses, and long-lived chunked streams for watches; this module
-implements exactly that, with a small keep-alive pool per server.
+The HTTP work itself is httpx's (why httpx and not aiohttp:
+``docs/decisions/0002-http-library.md``).  This module adds what talking to
+API servers for days needs and turns httpx's exceptions into one error type
+that says whether the request may have reached the server:
+
+* one connection pool per API server, TLS with the caller's context, an
+  optional proxy (with ``CONNECT`` headers for Karmada's
+  ``Cluster.spec.proxyHeader``);
+* TCP keepalive probes and ``TCP_USER_TIMEOUT`` on every socket, so a peer
+  that vanished (node gone, network cut) fails the connection within
+  :data:`DEAD_PEER_SECONDS` even on an idle watch;
+* no deadline for a whole body, only for each read (``read_timeout``), so a
+  large list or a long watch is never cut while bytes keep arriving;
+* :class:`TransportError` with ``sent``: ``False`` when the request certainly
+  never reached the server (connecting failed, no connection from the pool),
+  so callers retry only what is safe to repeat.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
+import socket
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
-_MAX_HEADER_BYTES = 64 * 1024
-_STREAM_LIMIT = 16 * 1024 * 1024  # one watch event may be large (a big object)
+import httpx
+
+Headers = Sequence[tuple[str, str]]
+
+KEEPALIVE_IDLE = 15
+KEEPALIVE_INTERVAL = 5
+KEEPALIVE_COUNT = 6
+DEAD_PEER_SECONDS = KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT
+"""An unanswering peer fails the connection after this long (45 s)."""
+POOL_KEEPALIVE_EXPIRY = 30.0
+"""Idle pooled connections are closed after this long (the API server keeps them ~90 s)."""
 
 
 class TransportError(OSError):
-    """The connection failed or the peer broke the HTTP protocol."""
+    """The connection failed or the peer broke the HTTP protocol.
+
+    ``sent`` is ``False`` only when the request certainly did not reach the
+    server; then any request, even a ``POST``, may be sent again.
+    """
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 @dataclasses.dataclass
@@ -29,208 +58,149 @@ class Response:
     """A complete response."""
 
     status: int
-    headers: dict[str, str]
+    headers: Mapping[str, str]
     body: bytes
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.reused = False
+@dataclasses.dataclass(frozen=True)
+class Proxy:
+    """An HTTP(S) proxy and the headers to send it with ``CONNECT``."""
 
-    def usable(self) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
+
+def _socket_options() -> list[tuple[int, int, int]]:
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+                        ("TCP_USER_TIMEOUT", DEAD_PEER_SECONDS * 1000)):
+        if hasattr(socket, name):  # Linux has all; other systems get what they offer
+            options.append((socket.IPPROTO_TCP, int(getattr(socket, name)), value))
+    return options
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+
+
+# httpx errors raised before any byte of the request was written.
+_NOT_SENT: tuple[type[Exception], ...] = (
+    httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError,
+)
+
+
+def _translate(exc: httpx.HTTPError | ssl.SSLError | OSError, target: str) -> TransportError:
+    if isinstance(exc, _NOT_SENT):
+        return TransportError(f"cannot connect to {target}: {_describe(exc)}", sent=False)
+    return TransportError(f"{target}: {_describe(exc)}", sent=True)
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connection failure was an active refusal (nothing listens there)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return False
 
 
 class StreamResponse:
     """A response whose body is read incrementally, line by line (watch streams)."""
 
-    def __init__(self, status: int, headers: dict[str, str], conn: _Connection) -> None:
-        self.status = status
-        self.headers = headers
-        self._conn = conn
-        self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
-        self._remaining = int(headers.get("content-length", "-1"))
-        self._done = False
+    def __init__(self, response: httpx.Response, target: str) -> None:
+        self._response = response
+        self._target = target
+        self.status = response.status_code
+        self.headers: Mapping[str, str] = response.headers
 
     async def read_all(self) -> bytes:
         """The rest of the body."""
-        parts = []
-        while (chunk := await self._next_chunk()) is not None:
-            parts.append(chunk)
-        return b"".join(parts)
+        try:
+            return await self._response.aread()
+        except (httpx.HTTPError, OSError) as exc:
+            raise _translate(exc, self._target) from exc
 
-    async def _next_chunk(self) -> bytes | None:
-        if self._done:
-            return None
-        reader = self._conn.reader
-        if self._chunked:
-            size_line = await reader.readline()
-            if not size_line:
-                raise TransportError("connection closed inside a chunked body")
-            try:
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-            except ValueError as exc:
-                raise TransportError(f"bad chunk size {size_line!r}") from exc
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-                self._done = True
-                return None
-            data = await reader.readexactly(size)
-            await reader.readexactly(2)
-            return data
-        if self._remaining >= 0:
-            if self._remaining == 0:
-                self._done = True
-                return None
-            data = await reader.read(min(self._remaining, 65536))
-            if not data:
-                raise TransportError("connection closed before the end of the body")
-            self._remaining -= len(data)
-            return data
-        data = await reader.read(65536)
-        if not data:
-            self._done = True
-            return None
-        return data
+    async def lines(self) -> AsyncIterator[str]:
+        """Yield each line of the body; every read is bounded by the stream's idle timeout.
 
-    async def lines(self, idle_timeout: float | None = None) -> AsyncIterator[bytes]:
-        """Yield each newline-terminated line of the body.
-
-        ``idle_timeout`` bounds the wait for each piece of the body
-        (:class:`TimeoutError` when the peer goes silent).
+        A body that ends without a final newline yields its last partial line
+        too; callers parsing JSON must expect it to be incomplete.
         """
-        buffer = b""
-        while True:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
-            # cancellation that arrives as the inner read completes (CPython gh-86296),
-            # which left informers running after their controller was cancelled.
-            async with asyncio.timeout(idle_timeout):
-                chunk = await self._next_chunk()
-            if chunk is None:
-                break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
+        try:
+            async for line in self._response.aiter_lines():
                 yield line
-        if buffer:
-            yield buffer
-
-    @property
-    def complete(self) -> bool:
-        """Whether the whole body has been read."""
-        return self._done
+        except httpx.ReadTimeout as exc:
+            raise TimeoutError(f"{self._target}: no data for the idle timeout") from exc
+        except (httpx.HTTPError, OSError) as exc:
+            raise _translate(exc, self._target) from exc
 
 
 class HttpTransport:
-    """Requests to one ``http(s)://host:port`` with a keep-alive connection pool."""
+    """Requests to one ``http(s)://host:port[/prefix]`` through one connection pool."""
 
     def __init__(
         self,
         base_url: str,
         ssl_context: ssl.SSLContext | None,
         *,
-        max_idle: int = 4,
+        proxy: Proxy | None = None,
+        tls_server_name: str | None = None,
+        max_connections: int = 16,
+        connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.hostname is None:
             raise ValueError(f"no host in {base_url!r}")
-        self.host = parsed.hostname
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        self.prefix = parsed.path.rstrip("/")
-        self.ssl_context = ssl_context if parsed.scheme == "https" else None
-        host_header = f"[{self.host}]" if ":" in self.host else self.host
-        self.host_header = f"{host_header}:{self.port}"
-        self.user_agent = user_agent
-        self._idle: list[_Connection] = []
-        self._max_idle = max_idle
-
-    async def _connect(self) -> _Connection:
-        try:
-            reader, writer = await asyncio.open_connection(
-                self.host, self.port, ssl=self.ssl_context,
-                server_hostname=self.host if self.ssl_context is not None else None,
-                limit=_STREAM_LIMIT,
-            )
-        except ssl.SSLError as exc:
-            raise TransportError(f"TLS handshake with {self.host_header} failed: {exc}") from exc
-        except OSError as exc:
-            raise TransportError(f"cannot connect to {self.host_header}: {exc}") from exc
-        return _Connection(reader, writer)
-
-    async def _acquire(self) -> _Connection:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.usable():
-                conn.reused = True
-                return conn
-            conn.close()
-        return await self._connect()
-
-    def _release(self, conn: _Connection, response: StreamResponse) -> None:
-        keep = (
-            response.complete
-            and response.headers.get("connection", "").lower() != "close"
-            and conn.usable()
-            and len(self._idle) < self._max_idle
+        self.base_url = base_url.rstrip("/")
+        default_port = 443 if parsed.scheme == "https" else 80
+        self.target = f"{parsed.hostname}:{parsed.port or default_port}"
+        self.proxy = proxy
+        self.connect_timeout = connect_timeout
+        self._extensions: dict[str, Any] = {}
+        if tls_server_name:
+            self._extensions["sni_hostname"] = tls_server_name
+        self._client = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(
+                # Never httpx's default (it loads certifi's bundle: time and memory);
+                # None means plain http, where the context is never used.
+                verify=ssl_context if ssl_context is not None else ssl.SSLContext(
+                    ssl.PROTOCOL_TLS_CLIENT),
+                limits=httpx.Limits(max_connections=max_connections,
+                                    max_keepalive_connections=max_connections,
+                                    keepalive_expiry=POOL_KEEPALIVE_EXPIRY),
+                proxy=httpx.Proxy(proxy.url, headers=list(proxy.headers)) if proxy else None,
+                socket_options=_socket_options(),
+                retries=0,
+                trust_env=False,
+            ),
+            headers={"User-Agent": user_agent, "Accept-Encoding": "identity"},
+            trust_env=False,
+            follow_redirects=False,
         )
-        if keep:
-            self._idle.append(conn)
-        else:
-            conn.close()
 
-    def _encode(
-        self, method: str, path: str, query: Mapping[str, str] | None,
-        headers: Mapping[str, str], body: bytes | None,
-    ) -> bytes:
-        target = self.prefix + path
-        if query:
-            target += "?" + urllib.parse.urlencode(query)
-        lines = [
-            f"{method} {target} HTTP/1.1",
-            f"Host: {self.host_header}",
-            f"User-Agent: {self.user_agent}",
-            "Accept-Encoding: identity",
-        ]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        return head + (body or b"")
+    def _timeout(self, read_timeout: float | None) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect_timeout, read=read_timeout,
+                             write=self.connect_timeout, pool=self.connect_timeout)
 
-    async def _send(
-        self, conn: _Connection, request: bytes
-    ) -> StreamResponse:
-        conn.writer.write(request)
-        await conn.writer.drain()
-        status_line = await conn.reader.readline()
-        if not status_line:
-            raise TransportError("connection closed before a response")
-        parts = status_line.decode("latin-1").split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise TransportError(f"not an HTTP/1.x response: {status_line[:80]!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        size = 0
-        while True:
-            line = await conn.reader.readline()
-            size += len(line)
-            if size > _MAX_HEADER_BYTES:
-                raise TransportError("response headers too large")
-            if line in (b"\r\n", b"\n"):
-                break
-            if not line:
-                raise TransportError("connection closed inside the headers")
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        return StreamResponse(status, headers, conn)
+    def _build(self, method: str, path: str, query: Mapping[str, str] | None,
+               headers: Headers, body: bytes | None,
+               read_timeout: float | None) -> httpx.Request:
+        return self._client.build_request(
+            method, self.base_url + path, params=dict(query) if query else None,
+            headers=list(headers), content=body, timeout=self._timeout(read_timeout),
+            extensions=self._extensions or None,
+        )
 
     async def request(
         self,
@@ -238,27 +208,17 @@ class HttpTransport:
         path: str,
         *,
         query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
+        headers: Headers = (),
         body: bytes | None = None,
+        read_timeout: float | None = 30.0,
     ) -> Response:
-        """Send one request and read the whole response."""
-        raw = self._encode(method, path, query, headers or {}, body)
-        for _ in range(2):
-            conn = await self._acquire()
-            try:
-                response = await self._send(conn, raw)
-                data = await response.read_all()
-            except (OSError, asyncio.IncompleteReadError, TransportError) as exc:
-                conn.close()
-                if conn.reused:
-                    continue  # the server closed an idle keep-alive connection: retry fresh
-                raise TransportError(str(exc) or exc.__class__.__name__) from exc
-            except BaseException:
-                conn.close()
-                raise
-            self._release(conn, response)
-            return Response(response.status, response.headers, data)
-        raise TransportError("connection closed twice before a response")
+        """Send one request and read the whole response (each read within ``read_timeout``)."""
+        request = self._build(method, path, query, headers, body, read_timeout)
+        try:
+            response = await self._client.send(request)
+        except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+            raise _translate(exc, self.target) from exc
+        return Response(response.status_code, response.headers, response.content)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -267,30 +227,20 @@ class HttpTransport:
         path: str,
         *,
         query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: float | None = None,
+        headers: Headers = (),
+        idle_timeout: float | None = None,
     ) -> AsyncIterator[StreamResponse]:
-        """Send a request on a dedicated connection and yield the streaming response.
-
-        ``timeout`` bounds connecting and reading the response headers.
-        """
-        raw = self._encode(method, path, query, headers or {}, None)
-        conn: _Connection | None = None
+        """Send a request and yield the response with its body still to be read."""
+        request = self._build(method, path, query, headers, None, idle_timeout)
         try:
-            async with asyncio.timeout(timeout):
-                conn = await self._connect()
-                response = await self._send(conn, raw)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            if conn is not None:
-                conn.close()
-            raise TransportError(str(exc) or exc.__class__.__name__) from exc
+            response = await self._client.send(request, stream=True)
+        except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+            raise _translate(exc, self.target) from exc
         try:
-            yield response
+            yield StreamResponse(response, self.target)
         finally:
-            conn.close()
+            await response.aclose()
 
     async def close(self) -> None:
-        """Close every idle connection."""
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Close every pooled connection."""
+        await self._client.aclose()

@@ -20,6 +20,7 @@ import os
 import pathlib
 import random
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from bench import report, takeover
+from bench import report, runtime, takeover
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import dns, environment
@@ -68,9 +69,10 @@ async def _make_node(env: environment.LocalEnvironment) -> str:
 
 
 def _start_agent(env: environment.LocalEnvironment, node: str, server: dns.DnsServer,
-                 extra: Sequence[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+                 extra: Sequence[str], log: pathlib.Path,
+                 module: str = "clusterhealth_agent") -> subprocess.Popen[bytes]:
     host, port = server.address
-    argv = [sys.executable, "-m", "clusterhealth_agent",
+    argv = [runtime.python(), "-m", module,
             "--kubeconfig", str(env.kubeconfig(MEMBER)),
             "--karmada-kubeconfig", str(env.kubeconfig()),
             "--cluster-name", MEMBER, "--host-name", node,
@@ -80,7 +82,7 @@ def _start_agent(env: environment.LocalEnvironment, node: str, server: dns.DnsSe
             "--leader-elect-resource-name", f"bench-{node}", *extra]
     with log.open("ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                env=takeover.child_env())
+                                env=runtime.child_env())
 
 
 async def _condition_status(cp: kube.ApiClient) -> str | None:
@@ -147,12 +149,19 @@ async def measure_latency(env: environment.LocalEnvironment, trials: int, tmp: p
     ]
 
 
-async def measure_footprint(env: environment.LocalEnvironment, window: float,
-                            tmp: pathlib.Path) -> list[report.Figure]:
+TRANSPORTS = {
+    "httpx": "clusterhealth_agent",
+    "aiohttp": "bench.agent_aiohttp",
+}
+"""The agent as shipped (httpx) and the same agent on aiohttp (decision 0002)."""
+
+
+async def _footprint_once(env: environment.LocalEnvironment, window: float,
+                          tmp: pathlib.Path, module: str) -> tuple[list[float], float]:
     node = await _make_node(env)
     server = dns.DnsServer("127.0.0.1", records=RECORDS, log_dir=tmp)
     await asyncio.to_thread(server.start)
-    agent = _start_agent(env, node, server, [], tmp / "footprint-agent.log")
+    agent = _start_agent(env, node, server, [], tmp / f"footprint-{module}.log", module)
     try:
         await asyncio.sleep(20)  # start-up, election, first rounds and reports
         rss: list[float] = []
@@ -166,12 +175,36 @@ async def measure_footprint(env: environment.LocalEnvironment, window: float,
         agent.terminate()
         agent.wait(15)
         await asyncio.to_thread(server.stop)
-    return [
-        report.Figure("agent RSS at steady state (leader, default 5 s period)", tuple(rss),
-                      "MiB", "<= 40 MB", "pass" if max(rss) <= 40 * 1e6 / 2**20 else "FAIL"),
-        report.Figure(f"agent CPU over {window:.0f} s (leader, default period)", (cpu,), "%",
-                      "<= 1 % of a core", "pass" if cpu <= 1 else "FAIL"),
-    ]
+    return rss, cpu
+
+
+async def measure_footprint(env: environment.LocalEnvironment, window: float,
+                            tmp: pathlib.Path, rounds: int = 2) -> list[report.Figure]:
+    """Each transport in turn (alternating, ``rounds`` times), leader at default settings."""
+    rss: dict[str, list[float]] = {name: [] for name in TRANSPORTS}
+    cpu: dict[str, list[float]] = {name: [] for name in TRANSPORTS}
+    for round_ in range(rounds):
+        for name, module in TRANSPORTS.items():
+            takeover.progress(f"footprint round {round_ + 1}/{rounds}: {name}")
+            samples, used = await _footprint_once(env, window, tmp, module)
+            rss[name] += samples
+            cpu[name].append(used)
+    limit = 40 * 1e6 / 2**20
+    figures = []
+    for name in TRANSPORTS:
+        shipped = " (shipped)" if name == "httpx" else ""
+        figures += [
+            report.Figure(f"agent RSS at steady state, {name}{shipped} (leader, 5 s period)",
+                          tuple(rss[name]), "MiB", "<= 40 MB",
+                          "pass" if max(rss[name]) <= limit else "FAIL"),
+            report.Figure(f"agent CPU per {window:.0f} s window, {name}{shipped}",
+                          tuple(cpu[name]), "%", "<= 1 % of a core",
+                          "pass" if max(cpu[name]) <= 1 else "FAIL"),
+        ]
+    ratio = statistics.median(rss["aiohttp"]) / statistics.median(rss["httpx"])
+    figures.append(report.Figure("agent RSS ratio aiohttp / httpx (medians, same run)",
+                                 (ratio,), "x"))
+    return figures
 
 
 def measure_imports(runs: int = 5) -> list[report.Figure]:
@@ -180,18 +213,21 @@ def measure_imports(runs: int = 5) -> list[report.Figure]:
             "print([l for l in open('/proc/self/status') if l.startswith('VmRSS')][0].split()[1])")
     figures = []
     for label, modules in (("bare interpreter", []),
+                           ("asyncio + ssl", ["asyncio", "ssl"]),
+                           ("httpx", ["httpx"]),
+                           ("aiohttp", ["aiohttp"]),
                            ("kube client (clusterhealth_core.kube.client)",
                             ["clusterhealth_core.kube.client"]),
                            ("whole agent (clusterhealth_agent.app)", ["clusterhealth_agent.app"])):
         samples = tuple(
-            int(subprocess.run([sys.executable, "-c", code, *modules], capture_output=True,
-                               text=True, check=True, env=takeover.child_env()).stdout) / 1024
+            int(subprocess.run([runtime.python(), "-c", code, *modules], capture_output=True,
+                               text=True, check=True, env=runtime.child_env()).stdout) / 1024
             for _ in range(runs))
         figures.append(report.Figure(f"RSS after import: {label}", samples, "MiB"))
     return figures
 
 
-async def measure(trials: int, window: float) -> list[report.Figure]:
+async def measure(trials: int, window: float, rounds: int) -> list[report.Figure]:
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         async with environment.LocalEnvironment(
                 environment.EnvironmentConfig(members=(MEMBER,))) as env:
@@ -199,7 +235,7 @@ async def measure(trials: int, window: float) -> list[report.Figure]:
             takeover.progress("detection latency")
             figures += await measure_latency(env, trials, pathlib.Path(tmp))
             takeover.progress(f"footprint over {window:.0f} s")
-            figures += await measure_footprint(env, window, pathlib.Path(tmp))
+            figures += await measure_footprint(env, window, pathlib.Path(tmp), rounds)
     return figures
 
 
@@ -209,9 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.agent")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--window", type=float, default=60.0, help="footprint window (s)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="footprint rounds per transport (alternating)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
-    figures = asyncio.run(measure(options.trials, options.window))
+    figures = asyncio.run(measure(options.trials, options.window, options.rounds))
     print(report.text_table(figures))
     if options.markdown is not None:
         notes = [
@@ -220,7 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status, minus threshold + period (2.5 s). Negative values: the fault happened "
             "just before a probe round.",
             "Footprint: one agent on one node, leader (it probes, publishes its Node "
-            "condition and reports); RSS sampled every 5 s; CPU = (utime+stime) / wall time.",
+            "condition and reports); RSS sampled every 5 s; CPU = (utime+stime) / wall time. "
+            "The same agent runs on each HTTP library in turn (httpx as shipped; aiohttp "
+            "through bench/aiohttp_transport.py), alternating, in one environment. Agents "
+            "and import figures run in a virtualenv holding only the runtime dependencies "
+            "(bench/runtime.py), as the image does.",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.agent", *args])
         body = report.section(SECTION_TITLE, figures, notes, command)

@@ -50,7 +50,11 @@ class Agent:
         self.publisher = nodestatus.NodePublisher(
             member_api, settings.node_name, settings.node_heartbeat_period, clock
         )
-        self.nodes = informer.Informer(member_api, resources.NODES)
+        # The leader reads only each Node's conditions: a kubelet's Node also carries
+        # images, addresses, capacity and managedFields (tens of KiB on big nodes).
+        self.nodes = informer.Informer(member_api, resources.NODES,
+                                       transform=informer.keep_fields("status.conditions"),
+                                       clock=clock)
         self.reporter = reporter.Reporter(
             reporter.ReportSettings(
                 cluster_name=settings.cluster_name,
@@ -64,6 +68,7 @@ class Agent:
         )
         self.last_round: float | None = None
         self.published_once = False
+        self.leading = False
 
     async def probe_round(self, started: float) -> dict[str, base.ProbeResult]:
         """Run every probe once (concurrently, shared deadline); return reported results.
@@ -111,7 +116,13 @@ class Agent:
         return self.published_once, "node conditions published" if self.published_once \
             else "node conditions not yet published"
 
+    def _node_cache(self) -> tuple[bool, str]:
+        if not self.leading:
+            return True, "not leading: no node cache"
+        return self.nodes.health()
+
     def _on_leadership(self, leading: bool) -> None:
+        self.leading = leading
         self.metrics.is_leader.labels(self.settings.cluster_name).set(1 if leading else 0)
 
     async def lead(self) -> None:
@@ -129,6 +140,7 @@ class Agent:
         if server is not None:
             server.add_liveness("probe-loop", self._alive)
             server.add_readiness("node-published", self._ready)
+            server.add_readiness("node-cache", self._node_cache)
         tasks = [asyncio.create_task(self.node_loop(), name="node-loop")]
         tasks.append(asyncio.create_task(runner.run_elected(
             self.member_api, self.settings.leader_elect, self.settings.election, self.lead,

@@ -69,18 +69,19 @@ def strip_managed_fields(obj: Object) -> Object:
 
 
 def keep_fields(*paths: str) -> Transform:
-    """A transform keeping ``metadata``'s identity and the given dotted paths only.
+    """A transform keeping an object's identity and the given dotted paths only.
 
-    ``keep_fields("status.conditions", "spec.taints")`` keeps name, namespace,
-    uid, resourceVersion, labels, annotations, deletionTimestamp, plus those.
+    ``keep_fields("status.conditions", "metadata.labels")`` keeps
+    ``metadata``'s name, namespace, uid, resourceVersion, generation and
+    deletionTimestamp, plus those paths; everything else is dropped before
+    the object is cached.
     """
     split = [p.split(".") for p in paths]
 
     def transform(obj: Object) -> Object:
         meta = obj.get("metadata") or {}
         kept: Object = {"metadata": {k: meta[k] for k in (
-            "name", "namespace", "uid", "resourceVersion", "generation", "labels",
-            "annotations", "deletionTimestamp", "finalizers", "ownerReferences",
+            "name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp",
         ) if k in meta}}
         for part in ("apiVersion", "kind"):
             if part in obj:

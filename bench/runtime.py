@@ -1,0 +1,56 @@
+"""A Python environment with only what the shipped image installs, for footprint figures.
+
+The development virtualenv holds test and lint tools; some of them change
+what the product imports (httpx loads its command-line front end, with
+``rich`` and ``click``, when those happen to be installed: about 6 MiB).
+Memory is measured as it ships: a virtualenv with the project's runtime
+dependencies from ``pyproject.toml`` (plus aiohttp, which the aiohttp variant
+of the agent needs), running the sources through ``PYTHONPATH``.  It is made
+once per set of dependencies and cached beside the binaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+from bench import takeover
+
+EXTRA = ("aiohttp>=3.9",)
+
+
+def _cache() -> pathlib.Path:
+    base = os.environ.get("CLUSTERHEALTH_CACHE") or str(pathlib.Path.home() / ".cache"
+                                                        / "clusterhealth")
+    return pathlib.Path(base)
+
+
+def requirements() -> list[str]:
+    """The runtime dependencies of the project, plus :data:`EXTRA`."""
+    project = tomllib.loads((takeover.REPO / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *EXTRA]
+
+
+def python() -> str:
+    """The interpreter of the runtime-only virtualenv (made on first use)."""
+    wanted = requirements()
+    digest = hashlib.sha256("\n".join(sorted(wanted)).encode()).hexdigest()[:12]
+    venv = _cache() / f"bench-runtime-{digest}"
+    interpreter = venv / "bin" / "python"
+    if not interpreter.exists():
+        takeover.progress(f"making the runtime-only virtualenv {venv}")
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(interpreter), "-m", "pip", "install", "-q", *wanted], check=True)
+    return str(interpreter)
+
+
+def child_env() -> dict[str, str]:
+    """PYTHONPATH with the project's sources and the repository (for ``bench.*``)."""
+    env = takeover.child_env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(takeover.REPO)])
+    return env

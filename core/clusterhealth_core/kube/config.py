@@ -453,6 +453,11 @@ def _from_merged(
     if not server:
         raise errors.ConfigError(f"{cluster_where}: no server")
     server = server.rstrip("/")
+    parsed = urllib.parse.urlsplit(server)
+    if parsed.scheme not in ("https", "http") or not parsed.hostname:
+        raise errors.ConfigError(
+            f"{cluster_where}: server {server!r} is not an https:// (or http://) URL"
+        )
     ca = _data_or_file(cluster_entry, "certificate-authority", cluster_where)
     insecure = _boolean(cluster, "insecure-skip-tls-verify", cluster_where)
     if insecure and ca is not None:

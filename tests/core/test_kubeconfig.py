@@ -18,8 +18,8 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+import execkit
 import pytest
-import yaml
 
 from clusterhealth_core import settings
 from clusterhealth_core.kube import config, errors, execplugin
@@ -53,38 +53,13 @@ def b64(data: bytes, wrap: int | None = None) -> str:
     return text
 
 
-def write_kubeconfig(
-    path: pathlib.Path,
-    *,
-    clusters: Mapping[str, Mapping[str, Any]] | None = None,
-    users: Mapping[str, Mapping[str, Any]] | None = None,
-    contexts: Mapping[str, Mapping[str, Any]] | None = None,
-    current: str | None = None,
-) -> pathlib.Path:
-    document: dict[str, Any] = {"apiVersion": "v1", "kind": "Config"}
-    if clusters is not None:
-        document["clusters"] = [{"name": n, "cluster": dict(b)} for n, b in clusters.items()]
-    if users is not None:
-        document["users"] = [{"name": n, "user": dict(b)} for n, b in users.items()]
-    if contexts is not None:
-        document["contexts"] = [{"name": n, "context": dict(b)} for n, b in contexts.items()]
-    if current is not None:
-        document["current-context"] = current
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
-
-
 def simple(path: pathlib.Path, cluster: Mapping[str, Any] | None = None,
            user: Mapping[str, Any] | None = None,
            context: Mapping[str, Any] | None = None) -> pathlib.Path:
-    return write_kubeconfig(
-        path,
-        clusters={"c": {"server": SERVER, **(cluster or {})}},
-        users={"u": dict(user or {"token": "t0ken"})},
-        contexts={"dev": {"cluster": "c", "user": "u", **(context or {})}},
-        current="dev",
-    )
+    return execkit.single(path, SERVER, cluster, user, context)
+
+
+write_kubeconfig = execkit.write_kubeconfig
 
 
 # --- fields ----------------------------------------------------------------------

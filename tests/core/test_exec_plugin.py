@@ -50,10 +50,12 @@ async def test_token_cached_until_expiry(tmp_path: pathlib.Path, plugin: execkit
     for _ in range(5):
         assert await source.token() == "token-1"
     assert plugin.runs() == 1
-    # Renewed 10 s (at most 10 % of its life) before it expires.
+    # Renewed 10 s (at most 10 % of its life) before it expires.  The plugin rounds
+    # its expiry down to the second and runs a little after the clock's start:
+    # the checks keep seconds of margin on both sides.
     clock.advance(285)
     assert await source.token() == "token-1"
-    clock.advance(6)
+    clock.advance(10)  # 5 s before expiry
     assert await source.token() == "token-2"
     assert plugin.runs() == 2
 
@@ -61,12 +63,12 @@ async def test_token_cached_until_expiry(tmp_path: pathlib.Path, plugin: execkit
 async def test_short_lived_token_is_renewed_within_its_life(
     tmp_path: pathlib.Path, plugin: execkit.Plugin, clock: clocks.ManualClock
 ) -> None:
-    creds = load(tmp_path, plugin.section(expires_in=20))  # skew: 10 % of 20 s = 2 s
+    creds = load(tmp_path, plugin.section(expires_in=60))  # skew: 10 % of 60 s = 6 s
     source = config.TokenSource(creds, clock=clock)
     assert await source.token() == "token-1"
-    clock.advance(16)
+    clock.advance(52)  # a 10 s skew would have renewed it by now
     assert await source.token() == "token-1"
-    clock.advance(3)
+    clock.advance(6)  # 2 s before expiry
     assert await source.token() == "token-2"
 
 

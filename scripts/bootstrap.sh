@@ -17,6 +17,7 @@ DEBIAN=(
   "promtool:prometheus"    # promtool check/test rules for every alert
   "haproxy:haproxy"        # the real load balancer the MCI provider drives
   "ip:iproute2"            # network namespaces for the MCI tests' backend hosts
+  "tinyproxy:tinyproxy"    # the real HTTP CONNECT proxy between clients and API servers
 )
 
 missing=()

@@ -114,17 +114,27 @@ def add_kube_flags(parser: argparse.ArgumentParser, prefix: str = "", what: str 
     target = what or "the API server"
     parser.add_argument(
         f"--{prefix}kubeconfig", default=None,
-        help=f"kubeconfig for {target} (default: in-cluster service account)",
+        help=f"kubeconfig for {target} (default: in a pod its service account, "
+             "else $KUBECONFIG, else ~/.kube/config)",
     )
     parser.add_argument(f"--{prefix}context", default=None, help=f"kubeconfig context for {target}")
 
 
-def credentials_from(kubeconfig: str | None, context: str | None) -> config.Credentials:
-    """Load credentials, turning every kube config problem into a :class:`SettingsError`."""
+def credentials_from(
+    kubeconfig: str | None,
+    context: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> config.Credentials:
+    """Load credentials, turning every kube config problem into a :class:`SettingsError`.
+
+    Without ``kubeconfig``: in a pod (and without ``context``) its service
+    account, else ``$KUBECONFIG`` (several files merged as kubectl does), else
+    ``~/.kube/config`` -- see :func:`clusterhealth_core.kube.config.load_default`.
+    Everything is checked now (TLS material parsed, an ``exec`` plugin's command
+    found), so a bad kubeconfig means exit code 2 at start, not a 401 later.
+    """
     try:
-        if kubeconfig:
-            return config.load_kubeconfig(kubeconfig, context)
-        return config.in_cluster()
+        return config.load_default(kubeconfig, context, environ=environ)
     except errors.ConfigError as exc:
         raise SettingsError(str(exc)) from exc
 

@@ -77,8 +77,11 @@ def test_unreadable_kubeconfig(tmp_path: pathlib.Path) -> None:
         settings.credentials_from(str(empty_ctx), None)
 
 
-def test_not_in_cluster_without_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_not_in_cluster_without_kubeconfig(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: pathlib.Path) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config either
     with pytest.raises(settings.SettingsError, match="KUBERNETES_SERVICE_HOST"):
         settings.credentials_from(None, None)
 

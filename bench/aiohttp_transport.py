@@ -58,7 +58,7 @@ class AiohttpTransport:
     """Requests to one API server through one ``aiohttp.ClientSession``."""
 
     def __init__(self, base_url: str, ssl_context: ssl.SSLContext | None, *,
-                 proxy: transport.Proxy | None = None, tls_server_name: str | None = None,
+                 proxy: transport.Proxy | None = None,
                  max_connections: int = 16, connect_timeout: float = 10.0,
                  user_agent: str = "clusterhealth") -> None:
         parsed = urllib.parse.urlsplit(base_url)
@@ -67,7 +67,6 @@ class AiohttpTransport:
         self.proxy = proxy
         self.connect_timeout = connect_timeout
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else False
-        self._server_hostname = tls_server_name
         self._limit = max_connections
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -92,8 +91,6 @@ class AiohttpTransport:
         if self.proxy is not None:
             kwargs["proxy"] = self.proxy.url
             kwargs["proxy_headers"] = dict(self.proxy.headers)
-        if self._server_hostname:
-            kwargs["server_hostname"] = self._server_hostname
         return kwargs
 
     async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,

@@ -212,6 +212,7 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                     ],
                     "insecureSkipTLSVerification": True,
                     "proxyURL": "http://proxy.example:3128",
+                    "proxyHeader": {"Proxy-Authorization": "Basic dTpw"},
                 },
                 "status": {
                     "kubernetesVersion": "v1.34.4",

@@ -82,6 +82,9 @@ class ClusterSpec(wire.Model):
         default=False, metadata=wire.json("insecureSkipTLSVerification")
     )
     proxy_url: str | None = dataclasses.field(default=None, metadata=wire.json("proxyURL"))
+    proxy_header: Mapping[str, str] = dataclasses.field(
+        default_factory=dict, metadata=wire.json("proxyHeader")
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

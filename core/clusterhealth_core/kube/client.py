@@ -50,7 +50,7 @@ _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_WATCH_SECONDS = 45
-"""The server ends every watch after this long, sending a bookmark 2 s before."""
+"""The server ends every watch after this long (then the caller resumes it)."""
 WATCH_IDLE_MARGIN = 15.0
 """A watch silent for ``timeoutSeconds`` plus this long is dead."""
 MAX_RETRY_AFTER = 60.0
@@ -129,7 +129,6 @@ class ApiClient:
                 credentials.server,
                 context if not isinstance(context, bool) else None,
                 proxy=proxy,
-                tls_server_name=credentials.tls_server_name,
                 max_connections=max_connections,
                 connect_timeout=timeout,
                 user_agent=user_agent,
@@ -169,7 +168,9 @@ class ApiClient:
             await self._pool.connections.close()
             self._pool.connections = None
 
-    async def _headers(self, extra: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    async def _headers(self, extra: Mapping[str, str] | None
+                       ) -> tuple[list[tuple[str, str]], str | None]:
+        """The request's headers, and the bearer token in them (to invalidate on 401)."""
         headers = [("Accept", "application/json")]
         token = await self._pool.tokens.token()
         if token:
@@ -181,10 +182,10 @@ class ApiClient:
         if extra:
             headers = [(k, v) for k, v in headers if k.lower() not in
                        {e.lower() for e in extra}] + list(extra.items())
-        return headers
+        return headers, token
 
-    def _unauthorized(self) -> None:
-        self._pool.tokens.invalidate()
+    def _unauthorized(self, token: str | None) -> None:
+        self._pool.tokens.invalidate(token)
         if self._pool.on_unauthorized is not None:
             self._pool.on_unauthorized()
 
@@ -229,8 +230,8 @@ class ApiClient:
             try:
                 self._check_guard(method)
                 return await self._once(method, path, params, data, extra, timeout)
-            except errors.Unauthorized:
-                self._unauthorized()
+            except errors.Unauthorized as exc:
+                self._unauthorized(exc.token)
                 if refreshed or not self._pool.tokens.refreshable:
                     raise
                 refreshed = True
@@ -259,7 +260,7 @@ class ApiClient:
         extra: Mapping[str, str],
         timeout: float | None,
     ) -> Any:
-        headers = await self._headers(extra)
+        headers, token = await self._headers(extra)
         try:
             response = await self._pool.http().request(
                 method, path, query=params, headers=headers, body=data,
@@ -271,7 +272,10 @@ class ApiClient:
             ) from exc
         decoded = _decode(response.body)
         if response.status >= 400:
-            raise errors.from_status(response.status, decoded, response.headers)
+            error = errors.from_status(response.status, decoded, response.headers)
+            if isinstance(error, errors.Unauthorized):
+                error.token = token
+            raise error
         return decoded
 
     # --- verbs ----------------------------------------------------------
@@ -439,13 +443,15 @@ class ApiClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = DEFAULT_WATCH_SECONDS,
+        idle_margin: float = WATCH_IDLE_MARGIN,
     ) -> AsyncIterator[WatchEvent]:
         """Stream events until the server ends the watch after ``timeout_seconds``.
 
-        Bookmarks are asked for (the server sends one 2 s before it ends the
-        watch), so no healthy stream is silent for longer than
-        ``timeout_seconds``; one silent for ``timeout_seconds +
-        WATCH_IDLE_MARGIN`` raises :class:`~errors.Unreachable`.  A
+        The server ends a healthy stream by then (bookmarks are asked for, but
+        API servers send them only as their cache's version moves), so a
+        stream silent for ``timeout_seconds + idle_margin`` is dead (a peer
+        that still acknowledges TCP but answers nothing) and raises
+        :class:`~errors.Unreachable`.  A
         ``resource_version`` too old raises :class:`~errors.Gone` (relist);
         anything unparsable raises :class:`~errors.ProtocolError`.
         """
@@ -461,18 +467,18 @@ class ApiClient:
         if field_selector:
             params["fieldSelector"] = field_selector
         what = f"{self.credentials.server}: watch of {resource.plural}"
-        headers = await self._headers(None)
+        headers, token = await self._headers(None)
         try:
             async with self._pool.http().stream(
                 "GET", resource.path(namespace=namespace), query=params, headers=headers,
-                idle_timeout=timeout_seconds + WATCH_IDLE_MARGIN,
+                idle_timeout=timeout_seconds + idle_margin,
             ) as response:
                 if response.status >= 400:
                     error = errors.from_status(response.status,
                                                _decode(await response.read_all()),
                                                response.headers)
                     if isinstance(error, errors.Unauthorized):
-                        self._unauthorized()
+                        self._unauthorized(token)
                     raise error
                 async for line in response.lines():
                     if not line.strip():

@@ -32,6 +32,7 @@ import ipaddress
 import os
 import pathlib
 import re
+import socket
 import ssl
 import tempfile
 import time
@@ -42,13 +43,12 @@ from typing import Any
 import yaml
 
 from clusterhealth_core import clock as clocks
-from clusterhealth_core.kube import errors, execplugin
+from clusterhealth_core.kube import errors, execplugin, proxies
 
 SERVICE_ACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 KUBECONFIG_ENV = "KUBECONFIG"
 _TOKEN_REREAD_SECONDS = 60.0
 _EXEC_EXTENSION = "client.authentication.k8s.io/exec"
-_PROXY_SCHEMES = ("http", "https")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _AUTH_PROVIDER_HINTS = {
     "gcp": "GKE: install gke-gcloud-auth-plugin and regenerate the kubeconfig "
@@ -96,7 +96,7 @@ class Credentials:
                 f"{self.source}: a client certificate needs both the certificate and the key"
             )
         if self.proxy_url is not None:
-            problem = proxy_url_problem(self.proxy_url)
+            problem = proxies.problem(self.proxy_url)
             if problem:
                 raise errors.ConfigError(f"{self.source}: proxy {problem}")
         for name, value in self.proxy_headers:
@@ -126,34 +126,52 @@ class Credentials:
         """The TLS settings (``False`` for plain http); a :class:`ConfigError` if unusable."""
         if self.server.startswith("http://"):
             return False
+        context: ssl.SSLContext
+        if self.tls_server_name:
+            context = ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.server_name = self.tls_server_name
+        else:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies name and chain
         if self.insecure_skip_tls_verify:
-            context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         elif self.ca_data is not None:
-            context = ssl.create_default_context()
+            # Only the given CA, as kubectl: not the system's store on top of it.
             load_ca(context, self.ca_data, f"{self.source}: certificate authority")
         else:
-            context = ssl.create_default_context()
+            context.load_default_certs()
         if self.client_cert_data is not None and self.client_key_data is not None:
             _load_cert_chain(context, self.client_cert_data, self.client_key_data,
                              f"{self.source}: client certificate")
         return context
 
 
-def proxy_url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be used as a proxy, or ``None`` if it can."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme.startswith("socks"):
-        return (f"{url!r}: SOCKS proxies are not supported, only HTTP(S) proxies "
-                "that speak CONNECT")
-    if parsed.scheme not in _PROXY_SCHEMES or not parsed.hostname:
-        return f"{url!r} is not an http:// or https:// URL"
-    try:
-        parsed.port  # noqa: B018 -- raises for a bad port
-    except ValueError:
-        return f"{url!r} has an invalid port"
-    return None
+class ServerNameContext(ssl.SSLContext):
+    """A client context that checks (and sends as SNI) a fixed server name.
+
+    kubeconfig's ``tls-server-name``: the server is addressed one way (an IP,
+    a load balancer) and its certificate names it another.  Overriding the
+    name here, where every TLS connection is wrapped, covers direct
+    connections and tunnels through a proxy alike.
+    """
+
+    server_name = ""
+
+    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO,
+                 server_side: bool = False, server_hostname: str | bytes | None = None,
+                 session: ssl.SSLSession | None = None) -> ssl.SSLObject:
+        """Wrap with :attr:`server_name` instead of the host connected to."""
+        return super().wrap_bio(incoming, outgoing, server_side,
+                                self.server_name or server_hostname, session)
+
+    def wrap_socket(self, sock: socket.socket, server_side: bool = False,
+                    do_handshake_on_connect: bool = True, suppress_ragged_eofs: bool = True,
+                    server_hostname: str | bytes | None = None,
+                    session: ssl.SSLSession | None = None) -> ssl.SSLSocket:
+        """Wrap with :attr:`server_name` instead of the host connected to."""
+        return super().wrap_socket(sock, server_side, do_handshake_on_connect,
+                                   suppress_ragged_eofs, self.server_name or server_hostname,
+                                   session)
 
 
 def load_ca(context: ssl.SSLContext, ca: bytes, what: str) -> None:
@@ -469,7 +487,7 @@ def _from_merged(
         load_ca(ssl.create_default_context(), ca, f"{cluster_where}: certificate-authority")
     proxy_url = _string(cluster, "proxy-url", cluster_where)
     if proxy_url is not None:
-        problem = proxy_url_problem(proxy_url)
+        problem = proxies.problem(proxy_url)
         if problem:
             raise errors.ConfigError(f"{cluster_where}: proxy-url {problem}")
 

@@ -29,6 +29,10 @@ class Unreachable(KubeError):
         self.sent = sent
 
 
+class NotLeader(KubeError):
+    """A write refused locally: this replica no longer (surely) holds its Lease."""
+
+
 class ProtocolError(KubeError):
     """The server's answer could not be understood (not JSON, a cut-off line)."""
 
@@ -65,6 +69,9 @@ class Invalid(ApiError):
 
 class Unauthorized(ApiError):
     """401: the credentials were not accepted (expired token, wrong certificate)."""
+
+    token: str | None = None
+    """The bearer token that was refused, if one was sent."""
 
 
 class Forbidden(ApiError):

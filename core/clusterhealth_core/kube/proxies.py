@@ -24,16 +24,26 @@ class ProxyConfigError(ValueError):
     """A proxy URL that cannot be used."""
 
 
-def check_proxy_url(url: str) -> str:
-    """Validate a proxy URL (``http://`` or ``https://`` with a host); return it."""
+def problem(url: str) -> str | None:
+    """Why ``url`` cannot be used as a proxy, or ``None`` if it can."""
     parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in SUPPORTED_SCHEMES:
-        raise ProxyConfigError(
-            f"proxy {url!r}: scheme {parsed.scheme or '(none)'!r} is not supported "
-            "(use http:// or https://; SOCKS proxies are not supported)"
-        )
-    if not parsed.hostname:
-        raise ProxyConfigError(f"proxy {url!r} has no host")
+    if parsed.scheme.startswith("socks"):
+        return (f"{url!r}: SOCKS proxies are not supported, only HTTP(S) proxies "
+                "that speak CONNECT")
+    if parsed.scheme not in SUPPORTED_SCHEMES or not parsed.hostname:
+        return f"{url!r} is not an http:// or https:// URL"
+    try:
+        parsed.port  # noqa: B018 -- raises for a bad port
+    except ValueError:
+        return f"{url!r} has an invalid port"
+    return None
+
+
+def check_proxy_url(url: str) -> str:
+    """``url`` if it can be used as a proxy; :class:`ProxyConfigError` otherwise."""
+    found = problem(url)
+    if found is not None:
+        raise ProxyConfigError(f"proxy {found}")
     return url
 
 

@@ -26,7 +26,6 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
 
 import httpx
 
@@ -154,7 +153,6 @@ class HttpTransport:
         ssl_context: ssl.SSLContext | None,
         *,
         proxy: Proxy | None = None,
-        tls_server_name: str | None = None,
         max_connections: int = 16,
         connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
@@ -167,9 +165,6 @@ class HttpTransport:
         self.target = f"{parsed.hostname}:{parsed.port or default_port}"
         self.proxy = proxy
         self.connect_timeout = connect_timeout
-        self._extensions: dict[str, Any] = {}
-        if tls_server_name:
-            self._extensions["sni_hostname"] = tls_server_name
         self._client = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(
                 # Never httpx's default (it loads certifi's bundle: time and memory);
@@ -199,7 +194,6 @@ class HttpTransport:
         return self._client.build_request(
             method, self.base_url + path, params=dict(query) if query else None,
             headers=list(headers), content=body, timeout=self._timeout(read_timeout),
-            extensions=self._extensions or None,
         )
 
     async def request(

@@ -46,6 +46,7 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import Callable
+from typing import Any
 
 import prometheus_client
 
@@ -158,8 +159,7 @@ class CertificateReloader:
         return self._context
 
 
-def _bind(family: int, address: tuple[str, int] | tuple[str, int, int, int],
-          dual_stack: bool) -> socket.socket:
+def _bind(family: int, address: tuple[Any, ...], dual_stack: bool) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -192,7 +192,7 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
             seen.add((family, address))
             if sockets:  # every address of a name on the one port (also when port=0)
                 address = (address[0], sockets[0].getsockname()[1], *address[2:])
-            sockets.append(_bind(family, address, dual_stack=False))  # type: ignore[arg-type]
+            sockets.append(_bind(family, tuple(address), dual_stack=False))
     except BaseException:
         for sock in sockets:
             sock.close()

@@ -1,18 +1,76 @@
 """Kubernetes Events, so ``kubectl describe`` shows what a controller did and why.
 
-Events about cluster-scoped objects (a Cluster) are written to a namespace of
-the controller's choosing (``default`` by convention).  A repeated event
-(same object, reason and message) is counted on the existing Event instead of
-creating a new one, as client-go's recorder does; recording never raises.
+Events are best effort and must never slow down or break the work they
+describe, so recording is split in two, as in client-go's broadcaster::
+
+    recorder = events.EventRecorder(api, "clusterhealth-remedy", clock,
+                                    namespace=settings.event_namespace,
+                                    instance=election_config.identity,
+                                    metrics=events.EventMetrics(registry))
+    task = asyncio.create_task(recorder.run())       # writes, until cancelled
+    recorder.record(cluster, "Warning", "RemedyActionAdded", "TrafficControl added by ...")
+
+- :meth:`EventRecorder.record` is a plain method: it stamps the time, queues
+  and returns.  It never blocks, never awaits and never raises.
+- :meth:`EventRecorder.run` writes the queued Events one at a time (so a
+  burst of Events never competes with the controller's own writes).
+  Cancelling it is the way to stop it: the Event being written may or may
+  not reach the server; queued ones wait for a new ``run()`` (or are
+  dropped with the recorder).
+  :meth:`EventRecorder.flush` waits until the queue is written (tests,
+  orderly shutdown).
+- **Bounded**: at most ``max_pending`` Events wait; past that, new ones are
+  dropped and counted (``clusterhealth_events_dropped_total{reason="backlog"}``).
+- **Spam filter** (client-go's numbers): a token bucket per involved object,
+  a burst of 25 and one more every 5 minutes; Events past it are dropped and
+  counted (``reason="rate_limit"``).  Repeats count against it too.
+- **Aggregation** (as client-go): an Event with the same involved object,
+  type, reason and message as one already written is a merge patch of
+  ``count`` and ``lastTimestamp`` on that Event.  The keys live in an LRU of
+  ``cache_size`` entries (the least recently seen is forgotten; a forgotten
+  repeat just creates a new Event).
+- **Expired Events**: Kubernetes deletes an Event an hour (``--event-ttl``)
+  after its last write.  A patch that gets 404 re-creates the Event, as
+  client-go does: same name, the count *continues* and ``firstTimestamp`` is
+  kept, so ``kubectl describe`` still says "x5 over 2h".  A failed create
+  forgets the key, so the next repeat starts afresh.
+- **Namespace**: an Event about a namespaced object goes to the object's
+  namespace; one about a cluster-scoped object (a Cluster, a Remedy) to
+  ``namespace``: ``default`` (client-go's and Karmada's choice) or
+  ``kube-system``.  No other: the API server rejects an Event in any other
+  namespace whose ``involvedObject`` has no namespace (422 "does not match
+  event.namespace"), and giving the ``involvedObject`` a namespace to get
+  past that would hide the Event from ``kubectl describe``.  The constructor
+  (and :func:`check_namespace`, for validating a flag) raise ``ValueError``.
+- **Complete**: ``involvedObject`` has apiVersion, kind, name, namespace (if
+  any), uid and resourceVersion; ``source.component``, ``reportingComponent``,
+  ``reportingInstance`` (the replica), ``eventTime`` (first occurrence) and
+  ``action`` (the reason: :meth:`~EventRecorder.record` has no separate
+  action) are set, which is what lets ``kube-system`` hold Events about
+  cluster-scoped objects.  Messages are capped at 1024 bytes of UTF-8 (so
+  also 1024 characters: the API's limit counts bytes) and end in ``...``
+  when cut; reasons and the instance at 128 characters.
+
+Metrics (on an injected registry, once per process: :class:`EventMetrics`):
+``clusterhealth_events_recorded_total{component,type}`` (Events written,
+created or counted), ``clusterhealth_events_dropped_total{component,reason}``
+and ``clusterhealth_events_errors_total{component}`` (writes the API server
+refused or that failed).  Without an injected :class:`EventMetrics` the
+recorder counts on a private registry that nothing exports.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import dataclasses
 import logging
+import socket
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+import prometheus_client
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
@@ -20,56 +78,246 @@ from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
 
+MAX_MESSAGE = 1024
+"""Bytes (UTF-8) of an Event message; longer ones are cut and end in ``...``."""
+CLUSTER_SCOPED_NAMESPACES = ("default", "kube-system")
+"""The namespaces the API server accepts for Events about cluster-scoped objects."""
+_MAX_NAME = 253
+_MAX_FIELD = 128  # reason, action, reportingInstance
+
+
+def check_namespace(namespace: str) -> None:
+    """Raise ``ValueError`` unless Events about cluster-scoped objects can go to ``namespace``."""
+    if namespace not in CLUSTER_SCOPED_NAMESPACES:
+        raise ValueError(
+            f"Events about cluster-scoped objects cannot be written to namespace "
+            f"{namespace!r}: the API server accepts them only in "
+            f"{' or '.join(CLUSTER_SCOPED_NAMESPACES)}")
+
+
+class EventMetrics:
+    """The recorder's metrics; make one per process and registry, share it."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.recorded = prometheus_client.Counter(
+            "clusterhealth_events_recorded_total",
+            "Events written to the API server (created, or counted on an existing Event)",
+            ["component", "type"], registry=registry)
+        self.dropped = prometheus_client.Counter(
+            "clusterhealth_events_dropped_total",
+            "Events not written: the backlog was full or the object's rate limit was spent",
+            ["component", "reason"], registry=registry)
+        self.errors = prometheus_client.Counter(
+            "clusterhealth_events_errors_total",
+            "Event writes that failed", ["component"], registry=registry)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpamFilter:
+    """Per involved object: ``burst`` Events, then one more every ``refill_every`` seconds."""
+
+    burst: float = 25.0
+    refill_every: float = 300.0
+
+
+DEFAULT_SPAM_FILTER = SpamFilter()
+"""client-go's numbers (``EventSourceObjectSpamFilter``: burst 25, refill 1 per 5 min)."""
+
+_Key = tuple[str, ...]
+
 
 @dataclasses.dataclass
-class _Seen:
+class _Written:
     name: str
+    namespace: str
     count: int
+    first_timestamp: str
+    first_event_time: str
+
+
+@dataclasses.dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pending:
+    key: _Key
+    namespace: str
+    involved: dict[str, str]
+    type: str
+    reason: str
+    message: str
+    timestamp: str
+    event_time: str
+
+
+def _cap(message: str) -> str:
+    data = message.encode()
+    if len(data) <= MAX_MESSAGE:
+        return message
+    return data[:MAX_MESSAGE - 3].decode(errors="ignore") + "..."
 
 
 class EventRecorder:
-    """Writes ``core/v1`` Events on behalf of one component."""
+    """Writes ``core/v1`` Events on behalf of one component (see the module docstring)."""
 
-    def __init__(self, api: kube.ApiClient, component: str, namespace: str,
-                 clock: clocks.Clock) -> None:
+    def __init__(
+        self,
+        api: kube.ApiClient,
+        component: str,
+        clock: clocks.Clock,
+        *,
+        namespace: str = "default",
+        instance: str | None = None,
+        metrics: EventMetrics | None = None,
+        max_pending: int = 1000,
+        cache_size: int = 4096,
+        spam_filter: SpamFilter | None = DEFAULT_SPAM_FILTER,
+    ) -> None:
+        check_namespace(namespace)
         self.api = api
         self.component = component
-        self.namespace = namespace
         self.clock = clock
-        self._seen: dict[tuple[str, str, str], _Seen] = {}
+        self.namespace = namespace
+        self.instance = (instance or socket.gethostname())[:_MAX_FIELD]
+        # without injected metrics they are counted on a private, unexported registry
+        self.metrics = metrics or EventMetrics(prometheus_client.CollectorRegistry())
+        self.cache_size = cache_size
+        self.spam_filter = spam_filter
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(max_pending)
+        self._written: collections.OrderedDict[_Key, _Written] = collections.OrderedDict()
+        self._buckets: collections.OrderedDict[tuple[str, ...], _Bucket] = (
+            collections.OrderedDict())
 
-    async def record(self, obj: Mapping[str, Any], type_: str, reason: str,
-                     message: str) -> None:
-        """Record an event about ``obj`` (``Normal`` or ``Warning``)."""
-        meta = obj.get("metadata", {})
-        uid = str(meta.get("uid", ""))
-        key = (uid, reason, message)
-        now = clocks.format_rfc3339(self.clock.now())
-        namespace = meta.get("namespace") or self.namespace
+    @property
+    def pending(self) -> int:
+        """Events queued and not yet written."""
+        return self._queue.qsize()
+
+    # --- the caller's side: never blocks, never raises ------------------------
+
+    def record(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Queue an Event about ``obj`` (``Normal`` or ``Warning``); see the module docstring."""
         try:
-            seen = self._seen.get(key)
-            if seen is not None:
-                seen.count += 1
-                await self.api.patch(resources.EVENTS, seen.name,
-                                     {"count": seen.count, "lastTimestamp": now},
-                                     namespace=namespace)
-                return
-            name = f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:12]}"
-            await self.api.create(resources.EVENTS, {
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": {
-                    "apiVersion": obj.get("apiVersion", ""), "kind": obj.get("kind", ""),
-                    "name": meta.get("name", ""), "uid": uid,
-                    "resourceVersion": meta.get("resourceVersion", ""),
-                    **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
-                },
-                "type": type_, "reason": reason, "message": message[:1024],
-                "source": {"component": self.component},
-                "reportingComponent": self.component,
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            })
-            if len(self._seen) > 4096:
-                self._seen.clear()
-            self._seen[key] = _Seen(name, 1)
-        except (errors.KubeError, OSError) as exc:
-            log.warning("could not record event %s on %s: %s", reason, meta.get("name"), exc)
+            self._record(obj, type_, reason, message)
+        except Exception:  # recording is best effort; a bug here must not break a reconcile
+            self.metrics.errors.labels(self.component).inc()
+            log.exception("could not queue event %s", reason)
+
+    def _record(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        object_namespace = str(meta.get("namespace") or "")
+        involved = {
+            "apiVersion": str(obj.get("apiVersion") or ""), "kind": str(obj.get("kind") or ""),
+            "name": str(meta.get("name") or ""),
+            **({"namespace": object_namespace} if object_namespace else {}),
+            "uid": str(meta.get("uid") or ""),
+            "resourceVersion": str(meta.get("resourceVersion") or ""),
+        }
+        subject = (involved["apiVersion"], involved["kind"], object_namespace,
+                   involved["name"], involved["uid"])
+        if not self._allowed(subject):
+            self.metrics.dropped.labels(self.component, "rate_limit").inc()
+            log.debug("rate limit: dropped event %s on %s", reason, involved["name"])
+            return
+        message, reason, now = _cap(message), reason[:_MAX_FIELD], self.clock.now()
+        pending = _Pending(
+            key=(*subject, type_, reason, message),
+            namespace=object_namespace or self.namespace,
+            involved=involved, type=type_, reason=reason, message=message,
+            timestamp=clocks.format_rfc3339(now),
+            event_time=clocks.format_rfc3339(now, micro=True),
+        )
+        try:
+            self._queue.put_nowait(pending)
+        except asyncio.QueueFull:
+            self.metrics.dropped.labels(self.component, "backlog").inc()
+            log.warning("event backlog full (%d); dropped %s on %s: %s", self._queue.maxsize,
+                        reason, involved["name"], message)
+
+    def _allowed(self, subject: tuple[str, ...]) -> bool:
+        """Take a token from the object's bucket (client-go's spam filter)."""
+        if self.spam_filter is None:
+            return True
+        now = self.clock.monotonic()
+        bucket = self._buckets.get(subject)
+        if bucket is None:
+            bucket = self._buckets[subject] = _Bucket(self.spam_filter.burst, now)
+            if len(self._buckets) > self.cache_size:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(subject)
+            refill = (now - bucket.updated) / self.spam_filter.refill_every
+            bucket.tokens = min(self.spam_filter.burst, bucket.tokens + refill)
+            bucket.updated = now
+        if bucket.tokens < 1:
+            return False
+        bucket.tokens -= 1
+        return True
+
+    # --- the writer -----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Write queued Events one at a time until cancelled."""
+        while True:
+            pending = await self._queue.get()
+            try:
+                await self._write(pending)
+            except (errors.KubeError, OSError) as exc:
+                self.metrics.errors.labels(self.component).inc()
+                log.warning("could not record event %s on %s %s: %s", pending.reason,
+                            pending.involved["kind"], pending.involved["name"], exc)
+            except Exception:  # never let one bad Event stop the recorder
+                self.metrics.errors.labels(self.component).inc()
+                log.exception("could not record event %s", pending.reason)
+            finally:
+                self._queue.task_done()
+
+    async def flush(self) -> None:
+        """Wait until every queued Event has been written (or failed); needs :meth:`run`."""
+        await self._queue.join()
+
+    async def _write(self, pending: _Pending) -> None:
+        written = self._written.get(pending.key)
+        if written is not None:
+            self._written.move_to_end(pending.key)
+            try:
+                await self.api.patch(
+                    resources.EVENTS, written.name,
+                    {"count": written.count + 1, "lastTimestamp": pending.timestamp},
+                    namespace=written.namespace)
+            except errors.NotFound:  # expired (event TTL) or deleted: re-create it
+                log.debug("event %s/%s is gone; re-creating it", written.namespace,
+                          written.name)
+                await self._create(pending, written.name, written.count + 1,
+                                   written.first_timestamp, written.first_event_time)
+            else:
+                written.count += 1
+                self.metrics.recorded.labels(self.component, pending.type).inc()
+            return
+        name = f"{pending.involved['name'][:_MAX_NAME - 17] or 'object'}.{uuid.uuid4().hex[:16]}"
+        await self._create(pending, name, 1, pending.timestamp, pending.event_time)
+
+    async def _create(self, pending: _Pending, name: str, count: int,
+                      first_timestamp: str, first_event_time: str) -> None:
+        self._written.pop(pending.key, None)  # a failed create starts afresh next time
+        await self.api.create(resources.EVENTS, {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": pending.namespace},
+            "involvedObject": pending.involved,
+            "type": pending.type, "reason": pending.reason, "message": pending.message,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "action": pending.reason,
+            "eventTime": first_event_time,
+            "firstTimestamp": first_timestamp, "lastTimestamp": pending.timestamp,
+            "count": count,
+        }, namespace=pending.namespace)
+        self._written[pending.key] = _Written(name, pending.namespace, count, first_timestamp,
+                                              first_event_time)
+        if len(self._written) > self.cache_size:
+            self._written.popitem(last=False)
+        self.metrics.recorded.labels(self.component, pending.type).inc()

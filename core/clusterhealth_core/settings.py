@@ -1,7 +1,7 @@
 """Command-line settings shared by every component: parsing, validation, env fallback.
 
 Each component declares its flags with :class:`FlagParser` and the groups
-here (kube access, leader election, HTTP serving).  Every flag can also be
+here (kube access, leader election, HTTP serving with optional TLS).  Every flag can also be
 set from the environment (``--leader-elect-retry-period`` ↔
 ``<PREFIX>_LEADER_ELECT_RETRY_PERIOD``).  Parsing never exits the process:
 a bad value raises :class:`SettingsError` with one clear message, and the
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from clusterhealth_core import election
+from clusterhealth_core import election, serving
 from clusterhealth_core.kube import config, errors
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -188,9 +188,33 @@ def election_config_from(
 
 
 def add_serving_flags(parser: argparse.ArgumentParser, default_port: int) -> None:
-    """Where ``/metrics``, ``/healthz`` and ``/readyz`` are served."""
+    """Where and how ``/metrics``, ``/healthz`` and ``/readyz`` are served."""
     group = parser.add_argument_group("serving")
-    group.add_argument("--bind-address", default="0.0.0.0", help="address for the HTTP server")
+    group.add_argument(
+        "--bind-address", default=serving.EVERY_ADDRESS,
+        help="address for the HTTP server; '::' is every IPv6 and IPv4 address "
+             "(0.0.0.0 on a host without IPv6); any other address or host name is used as is",
+    )
     group.add_argument("--healthz-port", type=port, default=default_port,
                        help="port serving /healthz, /readyz and /metrics")
+    group.add_argument("--tls-cert-file", default=None,
+                       help="serve HTTPS with this PEM certificate (chain); re-read when it "
+                            "changes; needs --tls-private-key-file")
+    group.add_argument("--tls-private-key-file", default=None,
+                       help="the PEM private key of --tls-cert-file")
 
+
+def tls_config_from(args: argparse.Namespace) -> serving.TLSConfig | None:
+    """The serving TLS settings, checked now: both files or neither, readable, matching."""
+    cert, key = args.tls_cert_file or None, args.tls_private_key_file or None
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        missing = "--tls-cert-file" if cert is None else "--tls-private-key-file"
+        raise SettingsError(f"--tls-cert-file and --tls-private-key-file go together: "
+                            f"{missing} is missing")
+    try:
+        serving.load_tls_context(cert, key)
+    except serving.TLSError as exc:
+        raise SettingsError(str(exc)) from exc
+    return serving.TLSConfig(cert_file=cert, key_file=key)

@@ -57,7 +57,7 @@ class MCIController:
         self.settings = settings
         self.metrics = mci_metrics
         self.clock = clock
-        self.recorder = events.EventRecorder(api, "clusterhealth-mci-provider", "default", clock)
+        self.recorder = events.EventRecorder(api, "clusterhealth-mci-provider", clock)
         self.mcis = informer.Informer(api, resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = informer.Informer(api, resources.CLUSTERS)
         self.members = members.Members(api, self._member_changed)
@@ -191,11 +191,10 @@ class MCIController:
             target = {"apiVersion": resources.MULTI_CLUSTER_INGRESSES.api_version,
                       "kind": "MultiClusterIngress", **obj}
             if decided.fail_open:
-                await self.recorder.record(target, "Warning", "FailOpen", _fail_open_message(
-                    decided))
+                self.recorder.record(target, "Warning", "FailOpen", _fail_open_message(decided))
             else:
-                await self.recorder.record(target, "Normal", "FailOpenEnded",
-                                           "blocked clusters no longer cover every location")
+                self.recorder.record(target, "Normal", "FailOpenEnded",
+                                     "blocked clusters no longer cover every location")
         self.fail_open[key] = decided.fail_open
 
     async def _write_status(self, obj: Mapping[str, Any], decided: plan.Plan,
@@ -309,7 +308,8 @@ class MCIController:
     async def run(self) -> None:
         """Run until cancelled."""
         tasks = [asyncio.create_task(self.clusters.run(), name="cluster-informer"),
-                 asyncio.create_task(self.mcis.run(), name="mci-informer")]
+                 asyncio.create_task(self.mcis.run(), name="mci-informer"),
+                 asyncio.create_task(self.recorder.run(), name="events")]
         try:
             if await self.bindings.detect():
                 tasks.append(asyncio.create_task(self.bindings.cache.run(), name="bindings"))

@@ -95,7 +95,9 @@ class RemedyController:
         self.settings = settings
         self.metrics = remedy_metrics
         self.clock = clock
-        self.recorder = events.EventRecorder(api, COMPONENT, settings.event_namespace, clock)
+        self.recorder = events.EventRecorder(api, COMPONENT, clock,
+                                             namespace=settings.event_namespace,
+                                             max_pending=MAX_PENDING_EVENTS)
         self.clusters = informer.Informer(api, resources.CLUSTERS)
         self.remedies = informer.Informer(api, resources.REMEDIES)
         self.cluster_queue = workqueue.WorkQueue()
@@ -104,8 +106,6 @@ class RemedyController:
         self.decisions: dict[str, decision.Decision] = {}
         self.clusters.add_handler(self._on_cluster)
         self.remedies.add_handler(self._on_remedy)
-        self._events: asyncio.Queue[tuple[Mapping[str, Any], str, str, str]] = asyncio.Queue(
-            MAX_PENDING_EVENTS)
 
     @property
     def synced(self) -> bool:
@@ -195,24 +195,6 @@ class RemedyController:
                 # coalesce: one Remedy may cover 1,000 clusters changing at once
                 self.remedy_queue.add_after(remedy_name, STATUS_COALESCE)
 
-    def _event(self, target: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """Queue an Event for the background recorder: a reconcile never waits for it.
-
-        Events are best effort: past ``MAX_PENDING_EVENTS`` waiting ones, new
-        ones are dropped (and logged) rather than held in memory.
-        """
-        try:
-            self._events.put_nowait((target, type_, reason, message))
-        except asyncio.QueueFull:
-            log.warning("event backlog full; dropped %s on %s: %s", reason,
-                        target["metadata"].get("name"), message)
-
-    async def _record_events(self) -> None:
-        """One at a time, so status writes get the API server first."""
-        while True:
-            target, type_, reason, message = await self._events.get()
-            await self.recorder.record(target, type_, reason, message)
-
     def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
                         result: decision.Decision) -> None:
         added, removed = decision.action_changes(before, result.sources)
@@ -227,12 +209,12 @@ class RemedyController:
                 for r in remedies if r in by_remedy
             )
             log.info("cluster %s: %s added by %s", obj["metadata"]["name"], action, why)
-            self._event(target, "Warning", "RemedyActionAdded", f"{action} added by {why}")
+            self.recorder.record(target, "Warning", "RemedyActionAdded", f"{action} added by {why}")
         for action, remedies in removed:
             was = f" (was: {', '.join(remedies)})" if remedies else ""
             log.info("cluster %s: %s removed%s", obj["metadata"]["name"], action, was)
-            self._event(target, "Normal", "RemedyActionRemoved",
-                        f"{action} removed: no Remedy requires it any more{was}")
+            self.recorder.record(target, "Normal", "RemedyActionRemoved",
+                                 f"{action} removed: no Remedy requires it any more{was}")
 
     async def reconcile_remedy(self, name: str) -> None:
         """Write a Remedy's status: the clusters it acts on, and unknown cluster names."""
@@ -307,7 +289,7 @@ class RemedyController:
                       for _ in range(self.settings.workers)]
             tasks.append(asyncio.create_task(self._worker(self.remedy_queue, "remedy")))
             tasks.append(asyncio.create_task(self._resync()))
-            tasks.append(asyncio.create_task(self._record_events(), name="events"))
+            tasks.append(asyncio.create_task(self.recorder.run(), name="events"))
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:

@@ -79,7 +79,8 @@ async def server(respond: Respond) -> AsyncIterator[tuple[str, list[Request]]]:
 
 def reply(status: int, body: object, headers: dict[str, str] | None = None) -> bytes:
     data = json.dumps(body).encode()
-    head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+    head = (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n")
     head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     return head.encode() + b"\r\n" + data
 
@@ -101,11 +102,10 @@ async def cut_after_status(request: Request, writer: asyncio.StreamWriter) -> bo
 
 
 async def test_a_create_whose_answer_was_cut_is_not_sent_again() -> None:
-    async with server(cut_after_status) as (url, seen):
-        async with api_for(url) as api:
-            with pytest.raises(errors.Unreachable):
-                await api.create(resources.CONFIGMAPS,
-                                 {"metadata": {"name": "a", "namespace": "default"}})
+    async with server(cut_after_status) as (url, seen), api_for(url) as api:
+        with pytest.raises(errors.Unreachable):
+            await api.create(resources.CONFIGMAPS,
+                             {"metadata": {"name": "a", "namespace": "default"}})
     assert [r.method for r in seen] == ["POST"]  # once: it may have been created
 
 
@@ -116,25 +116,23 @@ async def test_a_read_whose_answer_was_cut_is_sent_again() -> None:
         writer.write(reply(200, {"metadata": {"name": "a"}}))
         return True
 
-    async with server(second_time_lucky) as (url, seen):
-        async with api_for(url) as api:
-            obj = await api.get(resources.CONFIGMAPS, "a", namespace="default")
+    async with server(second_time_lucky) as (url, seen), api_for(url) as api:
+        obj = await api.get(resources.CONFIGMAPS, "a", namespace="default")
     assert obj["metadata"]["name"] == "a"
     assert [r.method for r in seen] == ["GET", "GET"]
 
 
 async def test_apply_is_repeated_but_a_json_patch_is_not() -> None:
-    async with server(cut_after_status) as (url, seen):
-        async with api_for(url) as api:
-            with pytest.raises(errors.Unreachable):
-                await api.apply(resources.CONFIGMAPS, {"metadata": {"name": "a",
-                                                                   "namespace": "default"}},
-                                field_manager="t")
-            applied = len(seen)
-            with pytest.raises(errors.Unreachable):
-                await api.patch(resources.CONFIGMAPS, "a", [{"op": "add", "path": "/x",
-                                                            "value": 1}],
-                                namespace="default", patch_type="json")
+    async with server(cut_after_status) as (url, seen), api_for(url) as api:
+        with pytest.raises(errors.Unreachable):
+            await api.apply(resources.CONFIGMAPS, {"metadata": {"name": "a",
+                                                               "namespace": "default"}},
+                            field_manager="t")
+        applied = len(seen)
+        with pytest.raises(errors.Unreachable):
+            await api.patch(resources.CONFIGMAPS, "a", [{"op": "add", "path": "/x",
+                                                        "value": 1}],
+                            namespace="default", patch_type="json")
     assert applied == FAST.attempts  # same result however often it lands
     assert len(seen) - applied == 1
 
@@ -148,10 +146,9 @@ async def test_a_create_refused_with_429_waits_retry_after_and_is_sent_again() -
             writer.write(reply(201, {"metadata": {"name": "a"}}))
         return True
 
-    async with server(throttled_once) as (url, seen):
-        async with api_for(url) as api:
-            await api.create(resources.CONFIGMAPS, {"metadata": {"name": "a",
-                                                                 "namespace": "default"}})
+    async with server(throttled_once) as (url, seen), api_for(url) as api:
+        await api.create(resources.CONFIGMAPS, {"metadata": {"name": "a",
+                                                             "namespace": "default"}})
     assert [r.method for r in seen] == ["POST", "POST"]
     assert seen[1].at - seen[0].at >= 1.0  # Retry-After, not the 10 ms backoff
 
@@ -161,13 +158,12 @@ async def test_a_create_answered_503_is_not_sent_again() -> None:
         writer.write(reply(503, {"kind": "Status", "message": "etcd timeout"}))
         return True
 
-    async with server(unavailable) as (url, seen):
-        async with api_for(url) as api:
-            with pytest.raises(errors.ApiError):
-                await api.create(resources.CONFIGMAPS, {"metadata": {"name": "a",
-                                                                     "namespace": "d"}})
-            with pytest.raises(errors.ApiError):
-                await api.get(resources.CONFIGMAPS, "a", namespace="d")
+    async with server(unavailable) as (url, seen), api_for(url) as api:
+        with pytest.raises(errors.ApiError):
+            await api.create(resources.CONFIGMAPS, {"metadata": {"name": "a",
+                                                                 "namespace": "d"}})
+        with pytest.raises(errors.ApiError):
+            await api.get(resources.CONFIGMAPS, "a", namespace="d")
     assert [r.method for r in seen] == ["POST"] + ["GET"] * FAST.attempts
 
 
@@ -283,10 +279,14 @@ async def test_a_silent_watch_is_broken_off() -> None:
 
     async with server(silent) as (url, _), api_for(url) as api:
         seen: list[str] = []
-        with pytest.raises(errors.Unreachable, match="broke"):
+
+        async def follow() -> None:
             async for event in api.watch(resources.NAMESPACES, timeout_seconds=1,
                                          idle_margin=0.5):
                 seen.append(event.type)
+
+        with pytest.raises(errors.Unreachable, match="broke"):
+            await follow()
     assert seen == ["ADDED"]
 
 
@@ -308,8 +308,9 @@ async def test_connections_probe_dead_peers_with_tcp_keepalive(cp: kube.ApiClien
     """Every pooled connection to the API server has keepalive probes armed."""
     await cp.list(resources.NAMESPACES)
     port = cp.credentials.server.rsplit(":", 1)[1]
-    shown = subprocess.run(["ss", "-tnopH", "state", "established", f"( dport = :{port} )"],
-                           capture_output=True, text=True, check=True).stdout
+    shown = (await asyncio.to_thread(
+        subprocess.run, ["ss", "-tnopH", "state", "established", f"( dport = :{port} )"],
+        capture_output=True, text=True, check=True)).stdout
     ours = [line for line in shown.splitlines() if f"pid={os.getpid()}," in line]
     assert ours, f"no connection of this process to the API server seen:\n{shown}"
     assert all("timer:(keepalive" in line for line in ours), shown

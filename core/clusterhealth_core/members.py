@@ -1,0 +1,186 @@
+"""Clients for member clusters, one per Cluster, built from what Karmada's API says.
+
+A ``Cluster`` names its API server (``spec.apiEndpoint``), the Secret with
+its credentials (``spec.secretRef``: ``caBundle`` and ``token``), whether to
+skip TLS verification, and how to get there (``spec.proxyURL`` with
+``spec.proxyHeader``).  Every controller that talks to members gets its
+clients here, so they are built, shared and refreshed one way:
+
+* one :class:`~clusterhealth_core.kube.client.ApiClient` (one connection
+  pool) per member, reused by every caller;
+* rebuilt when any of the above changes, when the Secret changes (seen
+  through an informer on the Secrets' namespace, or on the next
+  :meth:`MemberClients.get` without one), and after the member answered 401
+  (a rotated token);
+* listeners hear which member's client was replaced, so they can restart
+  watches that still use the old one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import config, errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[str], None]
+"""``listener(cluster_name)`` after that member's client was invalidated."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """Everything about a Cluster that decides how its client is built."""
+
+    endpoint: str
+    secret_namespace: str
+    secret_name: str
+    insecure: bool
+    proxy_url: str | None
+    proxy_header: tuple[tuple[str, str], ...]
+
+    @property
+    def secret_key(self) -> str:
+        """``namespace/name`` of the credentials Secret (an informer key)."""
+        return f"{self.secret_namespace}/{self.secret_name}"
+
+
+def access_of(cluster: Mapping[str, Any]) -> Access | None:
+    """How to reach the member, or ``None`` when the Cluster lacks an endpoint or a Secret."""
+    spec = cluster.get("spec") or {}
+    ref = spec.get("secretRef") or {}
+    if not spec.get("apiEndpoint") or not ref.get("name"):
+        return None
+    headers = spec.get("proxyHeader") or {}
+    return Access(
+        endpoint=str(spec["apiEndpoint"]),
+        secret_namespace=str(ref.get("namespace", "")),
+        secret_name=str(ref["name"]),
+        insecure=bool(spec.get("insecureSkipTLSVerification", False)),
+        proxy_url=str(spec["proxyURL"]) if spec.get("proxyURL") else None,
+        proxy_header=tuple(sorted((str(k), str(v)) for k, v in headers.items())),
+    )
+
+
+@dataclasses.dataclass
+class _Entry:
+    access: Access
+    secret_version: str
+    api: kube.ApiClient
+    stale: bool = False
+
+
+class MemberClients:
+    """The pool: ``await pool.get(cluster)`` returns that member's client."""
+
+    def __init__(
+        self,
+        control_plane: kube.ApiClient,
+        *,
+        secrets: informer.Informer | None = None,
+        user_agent: str = "clusterhealth",
+        timeout: float = 10.0,
+    ) -> None:
+        self.control_plane = control_plane
+        self.secrets = secrets
+        self.user_agent = user_agent
+        self.timeout = timeout
+        self._entries: dict[str, _Entry] = {}
+        self._listeners: list[Listener] = []
+        self._retired: list[kube.ApiClient] = []
+        if secrets is not None:
+            secrets.add_handler(self._on_secret)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Be told when a member's client is invalidated."""
+        self._listeners.append(listener)
+
+    def _notify(self, name: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(name)
+            except Exception:  # a listener bug must not break the pool
+                log.exception("member client listener failed for %s", name)
+
+    def invalidate(self, name: str, why: str) -> None:
+        """Rebuild ``name``'s client on the next :meth:`get`; tell the listeners."""
+        entry = self._entries.get(name)
+        if entry is None or entry.stale:
+            return
+        entry.stale = True
+        log.info("member %s: client to be rebuilt (%s)", name, why)
+        self._notify(name)
+
+    def _on_secret(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = informer.key_of(obj)
+        version = str(obj["metadata"].get("resourceVersion", ""))
+        for name, entry in list(self._entries.items()):
+            if entry.access.secret_key == key and (
+                    event == "DELETED" or version != entry.secret_version):
+                self.invalidate(name, f"Secret {key} {event.lower()}")
+
+    async def _secret(self, access: Access) -> Mapping[str, Any]:
+        if self.secrets is not None and self.secrets.synced:
+            found = self.secrets.store.get(access.secret_key)
+            if found is None:
+                raise errors.ConfigError(f"Secret {access.secret_key} does not exist")
+            return found
+        return await self.control_plane.get(resources.SECRETS, access.secret_name,
+                                            namespace=access.secret_namespace)
+
+    def peek(self, name: str) -> kube.ApiClient | None:
+        """The current client of ``name``, if one is built and not stale."""
+        entry = self._entries.get(name)
+        return entry.api if entry is not None and not entry.stale else None
+
+    async def get(self, cluster: Mapping[str, Any]) -> kube.ApiClient:
+        """The member's client; built (or rebuilt) when needed.
+
+        Raises :class:`~clusterhealth_core.kube.errors.ConfigError` when the
+        Cluster lacks an endpoint or its credentials are unusable, and other
+        :class:`~clusterhealth_core.kube.errors.KubeError` when the Secret
+        cannot be read; the message names the cluster.
+        """
+        name = str(cluster["metadata"]["name"])
+        access = access_of(cluster)
+        if access is None:
+            raise errors.ConfigError(f"cluster {name}: no spec.apiEndpoint or spec.secretRef")
+        entry = self._entries.get(name)
+        if entry is not None and not entry.stale and entry.access == access:
+            return entry.api
+        try:
+            secret = await self._secret(access)
+            credentials = config.from_cluster_secret(
+                access.endpoint, secret, access.insecure, proxy_url=access.proxy_url,
+                proxy_headers=dict(access.proxy_header))
+            api = kube.ApiClient(credentials, user_agent=self.user_agent, timeout=self.timeout,
+                                 on_unauthorized=lambda: self.invalidate(name, "401 from member"))
+        except errors.ConfigError as exc:
+            raise errors.ConfigError(f"cluster {name}: {exc}") from exc
+        if entry is not None:
+            self._retired.append(entry.api)
+        self._entries[name] = _Entry(access, str(secret.get("metadata", {}).get(
+            "resourceVersion", "")), api)
+        return api
+
+    async def forget(self, name: str) -> None:
+        """Close and drop ``name``'s client (the Cluster is gone)."""
+        entry = self._entries.pop(name, None)
+        if entry is not None:
+            await entry.api.close()
+
+    async def release_retired(self) -> None:
+        """Close the clients replaced so far (call once their users have stopped)."""
+        retired, self._retired = self._retired, []
+        for api in retired:
+            await api.close()
+
+    async def close(self) -> None:
+        """Close every client."""
+        await self.release_retired()
+        for name in list(self._entries):
+            await self.forget(name)

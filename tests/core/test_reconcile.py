@@ -1,0 +1,168 @@
+"""The controller runtime: results, errors that never kill a worker, terminal errors, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+
+import prometheus_client
+import pytest
+
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import reconcile, retry, workqueue
+from clusterhealth_core.kube import errors
+
+FAST = workqueue.RateLimit(backoff=retry.Backoff(initial=0.01, factor=2, maximum=0.05,
+                                                 jitter=0, attempts=1_000_000))
+
+
+def sample(registry: prometheus_client.CollectorRegistry, metric: str,
+           **labels: str) -> float:
+    value = registry.get_sample_value(metric, labels)
+    return 0.0 if value is None else value
+
+
+@contextlib.asynccontextmanager
+async def running(controller: reconcile.Controller) -> AsyncIterator[None]:
+    task = asyncio.create_task(controller.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def until(predicate: object, timeout: float = 5.0) -> None:
+    assert callable(predicate)
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+def make(name: str, fn: reconcile.Reconcile, **kwargs: object
+         ) -> tuple[reconcile.Controller, prometheus_client.CollectorRegistry]:
+    registry = prometheus_client.CollectorRegistry()
+    controller = reconcile.Controller(
+        name, fn, metrics=reconcile.ControllerMetrics(registry), clock=clocks.Clock(),
+        settings=reconcile.ControllerSettings(workers=2, rate_limit=FAST),
+        **kwargs)  # type: ignore[arg-type]
+    return controller, registry
+
+
+async def test_any_exception_is_retried_with_backoff_and_the_worker_survives() -> None:
+    calls: list[str] = []
+
+    async def flaky(key: str) -> reconcile.Result:
+        calls.append(key)
+        if len(calls) == 1:
+            raise ValueError("a bug in a reconcile")
+        if len(calls) == 2:
+            raise errors.Unreachable("API server away")
+        return reconcile.DONE
+
+    controller, registry = make("flaky", flaky)
+    async with running(controller):
+        controller.enqueue("a")
+        await until(lambda: sample(registry, "clusterhealth_controller_reconcile_total",
+                                   controller="flaky", result="success") == 1)
+    assert calls == ["a", "a", "a"]
+    assert sample(registry, "clusterhealth_controller_reconcile_total", controller="flaky",
+                  result="error") == 2
+    assert sample(registry, "clusterhealth_workqueue_retries_total", name="flaky") == 2
+
+
+async def test_requeue_after_runs_again() -> None:
+    calls: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def periodic(key: str) -> reconcile.Result:
+        calls.append(loop.time())
+        return reconcile.Result(requeue_after=0.05)
+
+    controller, registry = make("periodic", periodic)
+    async with running(controller):
+        controller.enqueue("a")
+        await until(lambda: len(calls) >= 3)
+    assert all(b - a >= 0.05 for a, b in itertools.pairwise(calls))
+    assert sample(registry, "clusterhealth_controller_reconcile_total", controller="periodic",
+                  result="requeue_after") >= 2
+
+
+async def test_terminal_error_is_reported_and_not_retried() -> None:
+    reported: list[tuple[str, str]] = []
+    calls: list[str] = []
+
+    async def invalid(key: str) -> reconcile.Result:
+        calls.append(key)
+        raise reconcile.TerminalError("InvalidSpec", "path must start with /")
+
+    async def report(key: str, exc: reconcile.TerminalError) -> None:
+        reported.append((key, exc.reason))
+
+    controller, registry = make("terminal", invalid, on_terminal=report)
+    async with running(controller):
+        controller.enqueue("ns/mci")
+        await until(lambda: reported)
+        await asyncio.sleep(0.2)  # several backoff periods: no retry may come
+        assert calls == ["ns/mci"]
+        controller.enqueue("ns/mci")  # the object changed
+        await until(lambda: len(calls) == 2)
+    assert reported == [("ns/mci", "InvalidSpec")] * 2
+    assert sample(registry, "clusterhealth_controller_reconcile_total", controller="terminal",
+                  result="terminal") == 2
+
+
+async def test_a_failing_report_of_a_terminal_error_is_retried() -> None:
+    attempts: list[int] = []
+
+    async def invalid(key: str) -> reconcile.Result:
+        raise reconcile.TerminalError("InvalidSpec", "bad")
+
+    async def report(key: str, exc: reconcile.TerminalError) -> None:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise errors.Unreachable("cannot write the condition")
+
+    controller, _ = make("report", invalid, on_terminal=report)
+    async with running(controller):
+        controller.enqueue("k")
+        await until(lambda: len(attempts) == 3)
+
+
+async def test_one_key_is_never_reconciled_by_two_workers_at_once() -> None:
+    active: set[str] = set()
+    overlaps: list[str] = []
+    done: list[str] = []
+
+    async def slow(key: str) -> reconcile.Result:
+        if key in active:
+            overlaps.append(key)
+        active.add(key)
+        await asyncio.sleep(0.02)
+        active.discard(key)
+        done.append(key)
+        return reconcile.DONE
+
+    controller, _ = make("slow", slow)
+    async with running(controller):
+        for _ in range(5):
+            controller.enqueue("a")
+            await asyncio.sleep(0.005)
+        await until(lambda: len(done) >= 2 and not active)
+    assert overlaps == []
+
+
+def test_overall_rate_limit_spaces_out_many_failing_keys() -> None:
+    now = {"t": 0.0}
+
+    class Fixed(clocks.Clock):
+        def monotonic(self) -> float:
+            return now["t"]
+
+    bucket = workqueue.TokenBucket(qps=10, burst=3, clock=Fixed())
+    waits = [bucket.reserve() for _ in range(6)]
+    assert waits == pytest.approx([0, 0, 0, 0.1, 0.2, 0.3])
+    now["t"] = 10.0  # refilled up to the burst
+    assert bucket.reserve() == 0

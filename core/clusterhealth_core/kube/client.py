@@ -10,9 +10,10 @@ everything else surfaces as a typed :mod:`~clusterhealth_core.kube.errors` error
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from clusterhealth_core import retry
@@ -27,6 +28,8 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+Guard = Callable[[], None]
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 Object = dict[str, Any]
 
@@ -64,6 +67,19 @@ class ApiClient:
         self._user_agent = user_agent
         self._max_idle = max_idle
         self._transport: transport.HttpTransport | None = None
+        self._guard: Guard | None = None
+        self._pool_owner: ApiClient = self
+
+    def guarded(self, guard: Guard) -> ApiClient:
+        """A view of this client that calls ``guard()`` immediately before sending any write.
+
+        ``guard`` raises (``errors.NotLeader``) to refuse the write locally: the
+        leader-election fence.  The view shares the connection pool; closing it
+        closes nothing.
+        """
+        view = copy.copy(self)
+        view._guard = guard
+        return view
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -72,12 +88,16 @@ class ApiClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (a :meth:`guarded` view leaves it open)."""
+        if self._pool_owner is not self:
+            return
         if self._transport is not None:
             await self._transport.close()
             self._transport = None
 
     def _get_transport(self) -> transport.HttpTransport:
+        if self._pool_owner is not self:
+            return self._pool_owner._get_transport()
         if self._transport is None:
             context = self.credentials.ssl_context()
             self._transport = transport.HttpTransport(
@@ -144,6 +164,10 @@ class ApiClient:
         timeout: float | None,
     ) -> Any:
         http = self._get_transport()
+        if self._guard is not None and method in _WRITE_METHODS:
+            # The fence.  With an idle pooled connection nothing yields to the event
+            # loop between this check and the bytes being written to the socket.
+            self._guard()
         try:
             async with asyncio.timeout(timeout or self.timeout):
                 response = await http.request(

@@ -21,6 +21,14 @@ class Unreachable(KubeError):
     """The API server could not be reached (connection refused, TLS, timeout)."""
 
 
+class NotLeader(KubeError):
+    """A write refused locally: this process does not (validly) hold its Lease.
+
+    Raised by a leader-election fence before the request is sent, so nothing
+    reached the API server.
+    """
+
+
 class ApiError(KubeError):
     """The API server answered with an error status."""
 

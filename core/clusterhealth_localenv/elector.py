@@ -14,6 +14,10 @@ leadership is lost ends the process with ``runner.EXIT_WORK_STUCK``.  With
 ``--write-interval`` seconds (a ``wrote`` line after each write, ``refused``
 when the fence refused one); with ``--ignore-cancel`` it swallows its
 cancellation (an ``ignored-cancel`` line) to show the bounded stop.
+
+:func:`grant_identities` gives each elector process its own ServiceAccount
+(and a kubeconfig with a TokenRequest token), so that the API server's audit
+log tells the processes apart by ``user.username``.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import pathlib
 import signal
 import sys
 import time
+from collections.abc import Sequence
+
+import yaml
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
@@ -32,6 +40,69 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, resources
 
 IDLE_INTERVAL = 3600.0
+_RBAC = "rbac.authorization.k8s.io"
+ROLES = resources.Resource(_RBAC, "v1", "roles", "Role", namespaced=True)
+ROLE_BINDINGS = resources.Resource(_RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True)
+AUDIENCE = "https://kubernetes.default.svc"
+
+
+def username(namespace: str, account: str) -> str:
+    """The user name the API server (and its audit log) gives a ServiceAccount."""
+    return f"system:serviceaccount:{namespace}:{account}"
+
+
+async def grant_identities(
+    api: kube.ApiClient, server_url: str, ca_file: pathlib.Path, namespace: str,
+    lease: str, configmap: str, accounts: Sequence[str], directory: pathlib.Path,
+) -> dict[str, pathlib.Path]:
+    """One ServiceAccount and kubeconfig per elector; the RBAC the charts give, plus watch.
+
+    The Role allows creating Leases, get/update/watch of ``lease`` and get/patch
+    of ``configmap`` in ``namespace`` (created if missing).  Returns each
+    account's kubeconfig (a bearer token from the TokenRequest API).
+    """
+    with contextlib.suppress(errors.Conflict):
+        await api.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+    role = f"elector-{lease}"
+    await api.create(ROLES, {
+        "apiVersion": f"{_RBAC}/v1", "kind": "Role",
+        "metadata": {"name": role, "namespace": namespace},
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [lease], "verbs": ["get", "update", "watch"]},
+            {"apiGroups": [""], "resources": ["configmaps"],
+             "resourceNames": [configmap], "verbs": ["get", "patch"]},
+        ],
+    })
+    await api.create(ROLE_BINDINGS, {
+        "apiVersion": f"{_RBAC}/v1", "kind": "RoleBinding",
+        "metadata": {"name": role, "namespace": namespace},
+        "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": a, "namespace": namespace}
+                     for a in accounts],
+    })
+    kubeconfigs = {}
+    for account in accounts:
+        with contextlib.suppress(errors.Conflict):
+            await api.create(resources.SERVICE_ACCOUNTS,
+                             {"metadata": {"name": account, "namespace": namespace}})
+        answer = await api.request(
+            "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=namespace,
+                                                    subresource="token"),
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"audiences": [AUDIENCE], "expirationSeconds": 3600}})
+        path = directory / f"{namespace}-{account}.kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": account,
+            "clusters": [{"name": "api", "cluster": {
+                "server": server_url, "certificate-authority": str(ca_file)}}],
+            "users": [{"name": account, "user": {"token": str(answer["status"]["token"])}}],
+            "contexts": [{"name": account, "context": {"cluster": "api", "user": account}}],
+        }))
+        kubeconfigs[account] = path
+    return kubeconfigs
 
 
 def emit(event: str, identity: str, **extra: object) -> None:

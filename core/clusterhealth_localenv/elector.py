@@ -54,16 +54,19 @@ def username(namespace: str, account: str) -> str:
 async def grant_identities(
     api: kube.ApiClient, server_url: str, ca_file: pathlib.Path, namespace: str,
     lease: str, configmap: str, accounts: Sequence[str], directory: pathlib.Path,
+    *, watch: bool = True,
 ) -> dict[str, pathlib.Path]:
     """One ServiceAccount and kubeconfig per elector; the RBAC the charts give, plus watch.
 
-    The Role allows creating Leases, get/update/watch of ``lease`` and get/patch
-    of ``configmap`` in ``namespace`` (created if missing).  Returns each
-    account's kubeconfig (a bearer token from the TokenRequest API).
+    The Role allows creating Leases, get/update(/watch unless ``watch`` is
+    false) of ``lease`` and get/patch of ``configmap`` in ``namespace``
+    (created if missing).  Returns each account's kubeconfig (a bearer token
+    from the TokenRequest API).
     """
     with contextlib.suppress(errors.Conflict):
         await api.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-    role = f"elector-{lease}"
+    role = f"elector-{lease}" + ("" if watch else "-nowatch")
+    lease_verbs = ["get", "update", "watch"] if watch else ["get", "update"]
     await api.create(ROLES, {
         "apiVersion": f"{_RBAC}/v1", "kind": "Role",
         "metadata": {"name": role, "namespace": namespace},
@@ -71,7 +74,7 @@ async def grant_identities(
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "verbs": ["create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [lease], "verbs": ["get", "update", "watch"]},
+             "resourceNames": [lease], "verbs": lease_verbs},
             {"apiGroups": [""], "resources": ["configmaps"],
              "resourceNames": [configmap], "verbs": ["get", "patch"]},
         ],

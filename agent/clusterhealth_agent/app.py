@@ -125,8 +125,13 @@ class Agent:
         self.leading = leading
         self.metrics.is_leader.labels(self.settings.cluster_name).set(1 if leading else 0)
 
-    async def lead(self) -> None:
-        """The leader's work: keep the node cache and report."""
+    async def lead(self, control_plane: kube.ApiClient) -> None:
+        """The leader's work: keep the node cache and report through ``control_plane``.
+
+        ``control_plane`` is fenced by the elector: no report is sent once this
+        pod may no longer lead.
+        """
+        self.reporter.control_plane = control_plane
         cache = asyncio.create_task(self.nodes.run(), name="node-informer")
         try:
             await self.reporter.run()
@@ -144,7 +149,8 @@ class Agent:
         tasks = [asyncio.create_task(self.node_loop(), name="node-loop")]
         tasks.append(asyncio.create_task(runner.run_elected(
             self.member_api, self.settings.leader_elect, self.settings.election, self.lead,
-            self._on_leadership, self.clock), name="election"))
+            self._on_leadership, self.clock, writes=self.control_plane_api, server=server),
+            name="election"))
         try:
             await asyncio.gather(*tasks)
         finally:

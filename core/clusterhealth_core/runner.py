@@ -8,7 +8,9 @@ leader election behave the same everywhere and are written once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -72,21 +74,65 @@ async def run_until_signalled(work: Coroutine[Any, Any, None],
             await server.stop()
 
 
+LeadWork = Callable[[kube.ApiClient], Coroutine[Any, Any, None]]
+"""The leader's work: it gets the client to write through, fenced by the elector."""
+ExitFunction = Callable[[int], None]
+EXIT_WORK_STUCK = 3
+"""Exit code when the leader's work did not stop after leadership was lost."""
+
+
 async def run_elected(
     api: kube.ApiClient,
     enabled: bool,
     config: election.ElectionConfig,
-    lead: election.LeadFunction,
+    lead: LeadWork,
     on_change: Callable[[bool], None],
     clock: clocks.Clock,
+    *,
+    writes: kube.ApiClient | None = None,
+    server: serving.HealthServer | None = None,
+    exit_process: ExitFunction = os._exit,
 ) -> None:
-    """Run ``lead`` while holding the Lease (or at once when election is disabled)."""
+    """Run ``lead`` while holding the Lease (or at once when election is disabled).
+
+    The Lease lives where ``api`` points; ``lead`` gets ``writes`` (default:
+    ``api``) guarded by the elector's fence, so none of its writes is sent
+    unless this process validly leads.  With ``server``, the elector's
+    liveness check is registered.  Work that does not stop after leadership
+    is lost ends the process (see :func:`lead_while_elected`).
+    """
+    target = api if writes is None else writes
     if not enabled:
         on_change(True)
-        await lead()
+        await lead(target)
         return
     elector = election.LeaderElector(api, config, clock=clock, on_change=on_change)
-    await elector.run(lead)
+    if server is not None:
+        server.add_liveness("leader-election", elector.healthy)
+    await lead_while_elected(elector, lead, target, exit_process)
+
+
+async def lead_while_elected(elector: election.LeaderElector, lead: LeadWork,
+                             writes: kube.ApiClient,
+                             exit_process: ExitFunction = os._exit) -> None:
+    """``elector.run`` with ``lead`` writing through the fenced ``writes``.
+
+    When the work ignores its cancellation for the stop timeout after
+    leadership was lost (or at shutdown), the process exits with
+    :data:`EXIT_WORK_STUCK` at once (``os._exit``: no clean-up that could wait
+    for the stuck work), so that its Deployment or DaemonSet restarts it.
+    """
+    fenced = writes.guarded(elector.check_fence)
+    try:
+        await elector.run(lambda: lead(fenced))
+    except election.WorkDidNotStop as exc:
+        log.critical("%s; exiting with code %d so that the process is restarted",
+                     exc, EXIT_WORK_STUCK)
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        exit_process(EXIT_WORK_STUCK)
+        raise
 
 
 async def check_served(api: kube.ApiClient, needed: Sequence[resources.Resource],
@@ -119,14 +165,18 @@ class ElectedController:
     """One replica: campaigns for the Lease and runs a fresh controller while leading.
 
     A new controller (fresh caches) is made for every term, so nothing learnt
-    under an earlier leadership is trusted.  Readiness: ready while standing
-    by, and while leading once the controller's caches are synced.
+    under an earlier leadership is trusted; ``make`` gets the client to use,
+    fenced by the elector, so the controller's writes stop as soon as this
+    replica may no longer lead.  Readiness: ready while standing by, and while
+    leading once the controller's caches are synced.  Liveness: the elector's
+    (renewals not stalled).
     """
 
     def __init__(self, api: kube.ApiClient, enabled: bool, config: election.ElectionConfig,
-                 clock: clocks.Clock, make: Callable[[], Controller],
+                 clock: clocks.Clock, make: Callable[[kube.ApiClient], Controller],
                  leader_gauge: prometheus_client.Gauge,
-                 on_stop: Callable[[], None] | None = None) -> None:
+                 on_stop: Callable[[], None] | None = None,
+                 exit_process: ExitFunction = os._exit) -> None:
         self.api = api
         self.enabled = enabled
         self.config = config
@@ -134,11 +184,14 @@ class ElectedController:
         self.make = make
         self.leader_gauge = leader_gauge
         self.on_stop = on_stop
+        self.exit_process = exit_process
         self.current: Controller | None = None
+        self.elector = election.LeaderElector(
+            api, config, clock=clock, on_change=self._on_leadership) if enabled else None
 
-    async def lead(self) -> None:
-        """The leader's work."""
-        self.current = self.make()
+    async def lead(self, api: kube.ApiClient) -> None:
+        """The leader's work, writing through ``api``."""
+        self.current = self.make(api)
         try:
             await self.current.run()
         finally:
@@ -156,7 +209,16 @@ class ElectedController:
             return True, "standing by"
         return current.synced, "caches synced" if current.synced else "caches syncing"
 
+    def alive(self) -> tuple[bool, str]:
+        """A liveness check for :class:`~clusterhealth_core.serving.HealthServer`."""
+        if self.elector is None:
+            return True, "leader election disabled"
+        return self.elector.healthy()
+
     async def run(self) -> None:
         """Run until cancelled."""
-        await run_elected(self.api, self.enabled, self.config, self.lead, self._on_leadership,
-                          self.clock)
+        if self.elector is None:
+            self._on_leadership(True)
+            await self.lead(self.api)
+            return
+        await lead_while_elected(self.elector, self.lead, self.api, self.exit_process)

@@ -55,8 +55,8 @@ async def serve(settings: mci_settings.MCISettings) -> None:
         provider = make_provider(settings, clock)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda: controller.MCIController(
-                api, provider,
+            make=lambda fenced: controller.MCIController(
+                fenced, provider,
                 controller.ControllerSettings(
                     ingress_class=settings.ingress_class,
                     default_class=settings.default_class,
@@ -70,6 +70,7 @@ async def serve(settings: mci_settings.MCISettings) -> None:
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)
+        server.add_liveness("leader-election", replica.alive)
         server.add_readiness("controller", replica.ready)
         try:
             await runner.run_until_signalled(replica.run(), server)

@@ -30,8 +30,8 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
         await runner.check_served(api, [resources.REMEDIES, resources.CLUSTERS], INSTALL_HINT)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda: controller.RemedyController(
-                api,
+            make=lambda fenced: controller.RemedyController(
+                fenced,
                 controller.ControllerSettings(
                     workers=settings.workers,
                     resync_period=settings.resync_period,
@@ -44,5 +44,6 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)
+        server.add_liveness("leader-election", replica.alive)
         server.add_readiness("controller", replica.ready)
         await runner.run_until_signalled(replica.run(), server)

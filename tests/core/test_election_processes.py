@@ -23,10 +23,12 @@ from clusterhealth_localenv import environment
 LEASE = 3.0
 RENEW = 2.0
 RETRY = 0.5
-# A candidate counts the lease duration from when it last *saw* the record change
-# (at most one retry period before the kill) and looks again every retry period,
-# so take-over after kill -9 is LEASE - RETRY .. LEASE + 2 * RETRY; SLACK adds the
-# API round trips on a loaded two-core machine on top of LEASE + RETRY.
+# A standby watches the Lease, so it sees every renewal as it happens and counts the
+# lease duration from the last one (at most one retry period before the kill): take-over
+# after kill -9 is LEASE - RETRY .. LEASE, plus the attempt's round trips (without the
+# watch, e.g. when it is forbidden, LEASE - RETRY .. LEASE + 2 * RETRY).  The bound below
+# is the one client-go promises, LEASE + RETRY; SLACK adds the API round trips on a
+# loaded two-core machine.
 SLACK = 1.0
 
 

@@ -228,7 +228,6 @@ class ApiClient:
         while True:
             delay: float | None = None
             try:
-                self._check_guard(method)
                 return await self._once(method, path, params, data, extra, timeout)
             except errors.Unauthorized as exc:
                 self._unauthorized(exc.token)
@@ -261,6 +260,7 @@ class ApiClient:
         timeout: float | None,
     ) -> Any:
         headers, token = await self._headers(extra)
+        self._check_guard(method)  # the last step before sending: the token may have taken time
         try:
             response = await self._pool.http().request(
                 method, path, query=params, headers=headers, body=data,

@@ -29,12 +29,16 @@ class Unreachable(KubeError):
         self.sent = sent
 
 
-class NotLeader(KubeError):
-    """A write refused locally: this replica no longer (surely) holds its Lease."""
-
-
 class ProtocolError(KubeError):
     """The server's answer could not be understood (not JSON, a cut-off line)."""
+
+
+class NotLeader(KubeError):
+    """A write refused locally: this process does not (validly) hold its Lease.
+
+    Raised by a leader-election fence before the request is sent, so nothing
+    reached the API server.
+    """
 
 
 class ApiError(KubeError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -19,9 +20,9 @@ from typing import Any, Protocol, TypeVar
 import prometheus_client
 
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, serving, settings
+from clusterhealth_core import election, events, reconcile, serving, settings
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -161,20 +162,59 @@ class Controller(Protocol):
         """Run until cancelled."""
 
 
+class ProcessMetrics:
+    """The metric families every controller process exports, made once per registry."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.controllers = reconcile.ControllerMetrics(registry)
+        self.informers = informer.InformerMetrics(registry)
+        self.events = events.EventMetrics(registry)
+
+
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """What one term of leadership gives the controllers it runs.
+
+    Everything here is fresh for the term and stopped with it: the shared
+    informers (one per resource, started once the controllers have asked
+    for theirs), the Event recorder, and the client, fenced by the elector.
+    """
+
+    api: kube.ApiClient
+    informers: informer.InformerFactory
+    recorder: events.EventRecorder
+    metrics: ProcessMetrics
+    clock: clocks.Clock
+
+
+@dataclasses.dataclass(frozen=True)
+class TermSettings:
+    """How a term's shared parts are made."""
+
+    component: str
+    event_namespace: str = "default"
+    informers: informer.InformerSettings = dataclasses.field(
+        default_factory=informer.InformerSettings)
+
+
 class ElectedController:
     """One replica: campaigns for the Lease and runs a fresh controller while leading.
 
     A new controller (fresh caches) is made for every term, so nothing learnt
-    under an earlier leadership is trusted; ``make`` gets the client to use,
-    fenced by the elector, so the controller's writes stop as soon as this
-    replica may no longer lead.  Readiness: ready while standing by, and while
-    leading once the controller's caches are synced.  Liveness: the elector's
+    under an earlier leadership is trusted; ``make`` gets the :class:`Term`,
+    whose client is fenced by the elector, so the controller's writes stop as
+    soon as this replica may no longer lead.  Readiness: ready while standing
+    by, and while leading once the controller's caches are synced and every
+    informer is in contact with the server.  Liveness: the elector's
     (renewals not stalled).
     """
 
     def __init__(self, api: kube.ApiClient, enabled: bool, config: election.ElectionConfig,
-                 clock: clocks.Clock, make: Callable[[kube.ApiClient], Controller],
+                 clock: clocks.Clock, make: Callable[[Term], Controller],
                  leader_gauge: prometheus_client.Gauge,
+                 *,
+                 metrics: ProcessMetrics,
+                 term: TermSettings,
                  on_stop: Callable[[], None] | None = None,
                  exit_process: ExitFunction = os._exit) -> None:
         self.api = api
@@ -183,19 +223,35 @@ class ElectedController:
         self.clock = clock
         self.make = make
         self.leader_gauge = leader_gauge
+        self.metrics = metrics
+        self.term_settings = term
         self.on_stop = on_stop
         self.exit_process = exit_process
         self.current: Controller | None = None
+        self.informers: informer.InformerFactory | None = None
         self.elector = election.LeaderElector(
             api, config, clock=clock, on_change=self._on_leadership) if enabled else None
 
     async def lead(self, api: kube.ApiClient) -> None:
         """The leader's work, writing through ``api``."""
-        self.current = self.make(api)
+        factory = informer.InformerFactory(api, settings=self.term_settings.informers,
+                                           clock=self.clock, metrics=self.metrics.informers)
+        recorder = events.EventRecorder(
+            api, self.term_settings.component, self.clock,
+            namespace=self.term_settings.event_namespace, instance=self.config.identity,
+            metrics=self.metrics.events)
+        self.current = self.make(Term(api, factory, recorder, self.metrics, self.clock))
+        self.informers = factory
+        factory.start()
+        recording = asyncio.create_task(recorder.run(), name="events")
         try:
             await self.current.run()
         finally:
+            recording.cancel()
+            await asyncio.gather(recording, return_exceptions=True)
+            await factory.stop()
             self.current = None
+            self.informers = None
             if self.on_stop is not None:
                 self.on_stop()
 
@@ -204,10 +260,12 @@ class ElectedController:
 
     def ready(self) -> tuple[bool, str]:
         """A readiness check for :class:`~clusterhealth_core.serving.HealthServer`."""
-        current = self.current
+        current, factory = self.current, self.informers
         if current is None:
             return True, "standing by"
-        return current.synced, "caches synced" if current.synced else "caches syncing"
+        if not current.synced:
+            return False, "caches syncing"
+        return factory.health() if factory is not None else (True, "caches synced")
 
     def alive(self) -> tuple[bool, str]:
         """A liveness check for :class:`~clusterhealth_core.serving.HealthServer`."""

@@ -55,8 +55,8 @@ async def serve(settings: mci_settings.MCISettings) -> None:
         provider = make_provider(settings, clock)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda fenced: controller.MCIController(
-                fenced, provider,
+            make=lambda term: controller.MCIController(
+                term.api, provider,
                 controller.ControllerSettings(
                     ingress_class=settings.ingress_class,
                     default_class=settings.default_class,
@@ -67,6 +67,8 @@ async def serve(settings: mci_settings.MCISettings) -> None:
                 mci_metrics, clock,
             ),
             leader_gauge=mci_metrics.is_leader,
+            metrics=runner.ProcessMetrics(registry),
+            term=runner.TermSettings("clusterhealth-mci-provider"),
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port)

@@ -30,8 +30,8 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
         await runner.check_served(api, [resources.REMEDIES, resources.CLUSTERS], INSTALL_HINT)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda fenced: controller.RemedyController(
-                fenced,
+            make=lambda term: controller.RemedyController(
+                term.api,
                 controller.ControllerSettings(
                     workers=settings.workers,
                     resync_period=settings.resync_period,
@@ -40,6 +40,8 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
                 remedy_metrics, clock,
             ),
             leader_gauge=remedy_metrics.is_leader,
+            metrics=runner.ProcessMetrics(registry),
+            term=runner.TermSettings(controller.COMPONENT, settings.event_namespace),
             on_stop=remedy_metrics.active_actions.clear,
         )
         server = serving.HealthServer(registry, host=settings.bind_address,

@@ -26,6 +26,18 @@ async def env() -> AsyncIterator[environment.LocalEnvironment]:
         yield local
 
 
+@pytest.fixture(scope="session")
+async def audited_env() -> AsyncIterator[environment.LocalEnvironment]:
+    """A second environment whose API servers write audit logs (who sent what, when).
+
+    Kept apart from ``env`` so that tests counting requests see only their own
+    traffic and tests loading thousands of objects do not slow the others.
+    """
+    config = environment.EnvironmentConfig(members=("member2",), audit=True)
+    async with environment.LocalEnvironment(config) as local:
+        yield local
+
+
 @pytest.fixture
 async def cp(env: environment.LocalEnvironment) -> AsyncIterator[kube.ApiClient]:
     async with env.client() as api:

@@ -15,7 +15,7 @@ import pathlib
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -32,12 +32,10 @@ RETRY = 0.5
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 
 
-@pytest.fixture(scope="module")
-async def audited() -> AsyncIterator[environment.LocalEnvironment]:
-    """A control plane of its own whose API server writes an audit log."""
-    config = environment.EnvironmentConfig(members=(), audit=True)
-    async with environment.LocalEnvironment(config) as local:
-        yield local
+@pytest.fixture
+def audited(audited_env: environment.LocalEnvironment) -> environment.LocalEnvironment:
+    """The session's control plane whose API server writes an audit log."""
+    return audited_env
 
 
 # --- elector processes ------------------------------------------------------------

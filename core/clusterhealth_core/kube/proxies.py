@@ -98,11 +98,13 @@ def bypassed(host: str, port: int, no_proxy: str) -> bool:
         if entry_port is not None and entry_port != port:
             continue
         try:
-            if address is not None and ipaddress.ip_address(entry_host) == address:
+            entry_address = ipaddress.ip_address(entry_host)
+        except ValueError:
+            entry_address = None
+        if entry_address is not None:
+            if entry_address == address:
                 return True
             continue
-        except ValueError:
-            pass
         if entry_host.startswith("*."):
             entry_host = entry_host[1:]
         if entry_host.startswith("."):

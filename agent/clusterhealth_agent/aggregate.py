@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clusterhealth_core.api import meta
@@ -94,6 +94,32 @@ def aggregate(
     suffix = f"; failing: {', '.join(failing)}" if failing else ""
     return Verdict(condition_type, True, ok_reason,
                    f"{len(ready) - len(failing)}/{len(ready)} Ready nodes passing{suffix}")
+
+
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastHeartbeatTime")
+
+
+def slim_node(condition_types: Sequence[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """An informer transform keeping of a Node only what :func:`node_view` reads.
+
+    A kubelet's Node carries images, addresses, capacity and managedFields
+    (tens of KiB on big nodes); the leader caches every Node of the member,
+    so it keeps the name, the resourceVersion, and the ``Ready`` and probe
+    conditions with the fields read here.
+    """
+    wanted = frozenset(("Ready", *condition_types))
+
+    def transform(node: dict[str, Any]) -> dict[str, Any]:
+        meta = node.get("metadata") or {}
+        conditions = [
+            {k: c[k] for k in _CONDITION_FIELDS if k in c}
+            for c in (node.get("status") or {}).get("conditions") or []
+            if isinstance(c, dict) and c.get("type") in wanted
+        ]
+        return {"metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
+                "status": {"conditions": conditions}}
+
+    return transform
 
 
 def node_view(node: Mapping[str, Any], condition_types: Sequence[str]) -> NodeView:

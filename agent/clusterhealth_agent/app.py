@@ -12,7 +12,7 @@ import logging
 
 import prometheus_client
 
-from clusterhealth_agent import hysteresis, metrics, nodestatus, reporter
+from clusterhealth_agent import aggregate, hysteresis, metrics, nodestatus, reporter
 from clusterhealth_agent import settings as agent_settings
 from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import config as probe_config
@@ -50,11 +50,12 @@ class Agent:
         self.publisher = nodestatus.NodePublisher(
             member_api, settings.node_name, settings.node_heartbeat_period, clock
         )
-        # The leader reads only each Node's conditions: a kubelet's Node also carries
-        # images, addresses, capacity and managedFields (tens of KiB on big nodes).
-        self.nodes = informer.Informer(member_api, resources.NODES,
-                                       transform=informer.keep_fields("status.conditions"),
-                                       clock=clock)
+        # The leader caches every Node but reads only a few conditions of each (see
+        # aggregate.slim_node); small pages keep the transient parse small too.
+        self.nodes = informer.Informer(
+            member_api, resources.NODES,
+            transform=aggregate.slim_node([p.condition_type for p in probes]),
+            settings=informer.InformerSettings(page_size=100), clock=clock)
         self.reporter = reporter.Reporter(
             reporter.ReportSettings(
                 cluster_name=settings.cluster_name,

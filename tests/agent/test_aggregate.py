@@ -83,3 +83,22 @@ def test_node_view_reads_node_object() -> None:
     assert view.ready
     assert view.results[DNS].heartbeat == FRESH
     assert "KubeProxyReady" not in view.results
+
+
+def test_slim_node_keeps_only_what_the_verdict_reads() -> None:
+    node = {"metadata": {"name": "n1", "resourceVersion": "7", "uid": "u", "labels": {"a": "b"},
+                         "managedFields": [{"manager": "kubelet"}]},
+            "status": {"images": [{"names": ["x"]}], "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+                 "lastHeartbeatTime": "2026-11-23T10:00:00Z", "lastTransitionTime": "t0"},
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "ServiceDomainNameResolutionReady", "status": "False",
+                 "reason": "Timeout", "message": "m", "lastHeartbeatTime": "2026-11-23T10:00:01Z"}]}}
+    slim = aggregate.slim_node(["ServiceDomainNameResolutionReady"])(node)
+    assert slim == {"metadata": {"name": "n1", "resourceVersion": "7"}, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+         "lastHeartbeatTime": "2026-11-23T10:00:00Z"},
+        {"type": "ServiceDomainNameResolutionReady", "status": "False", "reason": "Timeout",
+         "message": "m", "lastHeartbeatTime": "2026-11-23T10:00:01Z"}]}}
+    view = aggregate.node_view(slim, ["ServiceDomainNameResolutionReady"])
+    assert view == aggregate.node_view(node, ["ServiceDomainNameResolutionReady"])

@@ -93,7 +93,8 @@ def test_slim_node_keeps_only_what_the_verdict_reads() -> None:
                  "lastHeartbeatTime": "2026-11-23T10:00:00Z", "lastTransitionTime": "t0"},
                 {"type": "MemoryPressure", "status": "False"},
                 {"type": "ServiceDomainNameResolutionReady", "status": "False",
-                 "reason": "Timeout", "message": "m", "lastHeartbeatTime": "2026-11-23T10:00:01Z"}]}}
+                 "reason": "Timeout", "message": "m",
+                 "lastHeartbeatTime": "2026-11-23T10:00:01Z"}]}}
     slim = aggregate.slim_node(["ServiceDomainNameResolutionReady"])(node)
     assert slim == {"metadata": {"name": "n1", "resourceVersion": "7"}, "status": {"conditions": [
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",

@@ -192,7 +192,7 @@ async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config
         probes = probe_registry.build_probes(settings.detectors, specs, context, registry)
         agent = Agent(settings, probes, member, cp, registry, clock)
         server = serving.HealthServer(registry, host=settings.bind_address,
-                                      port=settings.healthz_port)
+                                      port=settings.healthz_port, tls=settings.tls)
         log.info("agent for cluster %s on node %s: probes %s", settings.cluster_name,
                  settings.node_name, ", ".join(repr(p) for p in probes))
         await runner.run_until_signalled(agent.run(server), server)

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from clusterhealth_core import election, settings
+from clusterhealth_core import election, serving, settings
 from clusterhealth_core.kube import config
 
 ENV_PREFIX = "CLUSTERHEALTH_AGENT"
@@ -46,6 +46,7 @@ class AgentSettings:
     failure_quorum: float
     bind_address: str
     healthz_port: int
+    tls: serving.TLSConfig | None
     leader_elect: bool
     election: election.ElectionConfig
 
@@ -162,6 +163,7 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         failure_quorum=args.failure_quorum,
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,
+        tls=settings.tls_config_from(args),
         leader_elect=args.leader_elect,
         election=settings.election_config_from(args, env),
     )

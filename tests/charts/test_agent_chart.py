@@ -388,6 +388,7 @@ def test_member_rbac_is_least_privilege(render: Render, detectors: list[str]) ->
         (NAMESPACE, "coordination.k8s.io", "leases", "create", ()),
         (NAMESPACE, "coordination.k8s.io", "leases", "get", (RELEASE,)),
         (NAMESPACE, "coordination.k8s.io", "leases", "update", (RELEASE,)),
+        (NAMESPACE, "coordination.k8s.io", "leases", "watch", (RELEASE,)),
     }
     if "coredns" in detectors:  # only the CoreDNS probe reads kube-system
         expected |= {("kube-system", "", "services", "get", ()),

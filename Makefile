@@ -25,6 +25,7 @@ bench: setup
 	$(PY) -m bench.agent --markdown docs/benchmarks.md
 	$(PY) -m bench.remedy --markdown docs/benchmarks.md
 	$(PY) -m bench.mci --markdown docs/benchmarks.md
+	$(PY) -m bench.informer --markdown docs/benchmarks.md
 	$(PY) -m bench.election --markdown docs/benchmarks.md
 
 clean:

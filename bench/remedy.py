@@ -36,6 +36,8 @@ from clusterhealth_remedy import decision
 SECTION_TITLE = "## Remedy controller (issue 4)"
 DNS = "ServiceDomainNameResolutionReady"
 TC = ["TrafficControl"]
+TARGET_CLUSTERS = 1000
+"""The scale the issue's convergence target (< 10 s) is stated for."""
 
 
 def _rss_mib(pid: int) -> float:
@@ -94,6 +96,8 @@ async def measure_latency(env: environment.LocalEnvironment, flips: int, tmp: pa
                     "resourceVersion"]
                 async for event in watcher.watch(resources.CLUSTERS, resource_version=rv,
                                                  field_selector="metadata.name=latency"):
+                    if event.type == "BOOKMARK":
+                        continue  # no status: it would read as "no actions"
                     actions = list((event.object.get("status") or {}).get("remedyActions")
                                    or [])
                     seen.put_nowait((time.monotonic(), actions))
@@ -139,6 +143,17 @@ def _expected(clusters: Sequence[str], conditions: dict[str, str],
     return {c: decision.decide(c, {DNS: conditions[c]}, parsed).actions for c in clusters}
 
 
+def _writes(clusters: Sequence[str], conditions: dict[str, str],
+            remedies: Sequence[dict[str, Any]], changed: dict[str, Any]) -> int:
+    """How many Clusters' owned status differs between ``remedies`` and the changed set."""
+    before = [remedy_api.Remedy.from_dict(r) for r in remedies]
+    after = [*before[:-1], remedy_api.Remedy.from_dict(changed)]
+    return sum(
+        decision.status_patch(decision.decide(c, {DNS: conditions[c]}, before))
+        != decision.status_patch(decision.decide(c, {DNS: conditions[c]}, after))
+        for c in clusters)
+
+
 def _actions(obj: dict[str, Any]) -> tuple[str, ...]:
     return tuple((obj.get("status") or {}).get("remedyActions") or [])
 
@@ -161,6 +176,8 @@ async def _wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ..
             async for event in api.watch(resources.CLUSTERS, resource_version=version,
                                          timeout_seconds=60):
                 version = event.object["metadata"].get("resourceVersion", version)
+                if event.type == "BOOKMARK":
+                    continue  # only metadata.resourceVersion: no name, no status
                 name = event.object["metadata"]["name"]
                 if name in expected:
                     if _actions(event.object) == expected[name]:
@@ -202,6 +219,7 @@ async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_re
                 "conditionType": DNS, "operator": "NotEqual", "conditionStatus": "Unknown"}}]}
             variants = [(changed, _expected(clusters, conditions, [*remedies[:-1], changed])),
                         (remedies[-1], _expected(clusters, conditions, remedies))]
+            writes = _writes(clusters, conditions, remedies, changed)
             after_change: list[float] = []
             for trial in range(2 * change_trials):
                 body, expected = variants[trial % 2]
@@ -214,12 +232,14 @@ async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_re
         finally:
             ctrl.terminate()
             ctrl.wait(15)
+    # the issue's target is for 1,000 clusters; other scales are recorded only
+    target, verdict = ("< 10 s", "pass" if max(after_change) < 10 else "FAIL") \
+        if n_clusters == TARGET_CLUSTERS else ("-", "recorded")
     return [
-        report.Figure(f"converge after start ({n_clusters} Clusters, {n_remedies} Remedies)",
+        report.Figure(f"converge after start ({n_clusters:,} Clusters, {n_remedies:,} Remedies)",
                       (after_start,), "s", "-", "recorded"),
-        report.Figure("converge after changing a Remedy covering every cluster (1,000 writes)",
-                      tuple(after_change), "s", "< 10 s",
-                      "pass" if max(after_change) < 10 else "FAIL"),
+        report.Figure(f"converge after changing a Remedy covering every cluster "
+                      f"({writes:,} writes)", tuple(after_change), "s", target, verdict),
         report.Figure("controller RSS, peak during the scale run", (rss,), "MiB", "< 150 MB",
                       "pass" if rss < 150e6 / 2**20 else "FAIL"),
     ]
@@ -248,12 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     latency = figures[0].samples
     print(f"latency: median {statistics.median(latency):.1f} ms over {len(latency)} flips")
     if options.markdown is not None:
+        group = max(1, options.clusters // max(1, options.remedies - 1))
         notes = [
             "Latency: time from just before the condition write (server-side apply, like the "
             "agent's) until a watch on the Cluster delivers the new remedyActions; half the "
             "flips raise TrafficControl, half clear it. One controller, caches synced.",
-            "Scale: Remedies 0..98 name 10 Clusters each and match DNS=False (every 7th "
-            "Cluster); the last Remedy covers every Cluster and at first matches nothing; "
+            f"Scale: Remedies 0..{options.remedies - 2} name {group} Clusters each and match "
+            "DNS=False (every 7th Cluster); the last Remedy covers every Cluster and at first "
+            "matches nothing; "
             "changing its match to DNS NotEqual Unknown makes all Clusters need a write, "
             "changing it back clears them again (3 of each, alternating). "
             "Convergence is followed with one list and a watch of the Clusters; 4 workers.",

@@ -302,9 +302,12 @@ class Row:
     def _fmt(self, value: float) -> str:
         return report.Figure(self.name, (value,), self.unit).format(value)
 
+    def _bare(self, value: float) -> str:
+        return self._fmt(value).removesuffix(f" {self.unit}")
+
     def _cell(self, side: Side) -> str:
-        return (f"{self._fmt(side.value)} ({self._fmt(side.low)}-{self._fmt(side.high)}, "
-                f"n={side.trials})")
+        return f"{self._fmt(side.value)} ({self._bare(side.low)}-{self._bare(side.high)}, " \
+            f"n={side.trials})"
 
     def _verdict(self, side: Side) -> str:
         if self.limit is None:
@@ -470,8 +473,9 @@ def notes(options: Options, results: Results) -> list[str]:
         "for latency).",
         "kopf prototype: bench/kopf_remedy (indexes for Remedies and Clusters, "
         "@kopf.on.event on both, the handler's patch for the handled Cluster and kopf's "
-        "patching for the others, Events via kopf.warn/info, liveness endpoint on, CRD "
-        "scanning off). Ours additionally keeps each Remedy's status, Prometheus metrics "
+        "patching for the others, Events via kopf.warn/info posted by 4 workers, liveness "
+        "endpoint on, CRD scanning off; see its __main__ for the settings). Ours "
+        "additionally keeps each Remedy's status, Prometheus metrics "
         "and a 300 s resync.",
         f"Take-over: two replicas ({options.takeover_trials} trial(s) per signal), the "
         "leader gets the signal, a flip is written at once; the time runs until the "

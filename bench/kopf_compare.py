@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import pathlib
 import random
@@ -477,6 +478,10 @@ def notes(options: Options, results: Results) -> list[str]:
         "endpoint on, CRD scanning off; see its __main__ for the settings). Ours "
         "additionally keeps each Remedy's status, Prometheus metrics "
         "and a 300 s resync.",
+        "kopf's default registry probes for the official `kubernetes` client when kopf "
+        "is imported, and imports it if installed ("
+        + ("installed here: kopf's figures include it" if importlib.util.find_spec("kubernetes")
+           else "not installed here") + ").",
         f"Take-over: two replicas ({options.takeover_trials} trial(s) per signal), the "
         "leader gets the signal, a flip is written at once; the time runs until the "
         f"standby's write is seen. kopf peering lifetime {KOPF_LIFETIME} s (its default), "

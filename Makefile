@@ -24,6 +24,7 @@ bench: setup
 	$(PY) -m bench.foundation --markdown docs/benchmarks.md
 	$(PY) -m bench.agent --markdown docs/benchmarks.md
 	$(PY) -m bench.remedy --markdown docs/benchmarks.md
+	$(PY) -m bench.kopf_compare --markdown docs/benchmarks.md
 	$(PY) -m bench.mci --markdown docs/benchmarks.md
 	$(PY) -m bench.informer --markdown docs/benchmarks.md
 	$(PY) -m bench.election --markdown docs/benchmarks.md

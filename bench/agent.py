@@ -101,6 +101,8 @@ async def _wait_status(cp: kube.ApiClient, wanted: str, timeout: float = 30) -> 
     async with asyncio.timeout(timeout):
         async for event in cp.watch(resources.CLUSTERS,
                                     resource_version=listing["metadata"]["resourceVersion"]):
+            if event.type == "BOOKMARK":
+                continue  # only metadata.resourceVersion: no name, no status
             for cond in (event.object.get("status") or {}).get("conditions") or []:
                 if (event.object["metadata"]["name"] == MEMBER and cond["type"] == CONDITION
                         and cond["status"] == wanted):

@@ -3,17 +3,23 @@
 * Reaction latency: a condition flip is written to a Cluster (server-side
   apply, as the agent does); the time until a watch delivers the Cluster with
   ``remedyActions`` updated.  100 flips (50 raising, 50 clearing).
-* Scale: 1,000 Clusters and 100 Remedies: time to converge after the
-  controller starts, and after one Remedy that covers every cluster changes
-  so that all 1,000 need a write; the controller's RSS.
+* Scale: 1,000 Clusters and 100 Remedies (``--clusters``, ``--remedies``):
+  time to converge after the controller starts, and after one Remedy that
+  covers every cluster changes so that every Cluster needs a write; the
+  controller's peak RSS.
 
-Run: ``python -m bench.remedy [--flips N] [--clusters N] [--remedies N] [--markdown PATH]``.
+The phases take the controller as an :class:`Implementation`, so that
+``bench/kopf_compare.py`` runs the same workload on the kopf prototype.
+
+Run: ``python -m bench.remedy [--flips N] [--clusters N] [--remedies N] [--changes N]
+[--markdown PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import pathlib
 import shlex
@@ -22,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import report, takeover
@@ -36,40 +42,89 @@ from clusterhealth_remedy import decision
 SECTION_TITLE = "## Remedy controller (issue 4)"
 DNS = "ServiceDomainNameResolutionReady"
 TC = ["TrafficControl"]
+TARGET_CLUSTERS = 1000
+"""The scale the issue's convergence target (< 10 s) is stated for."""
+RSS_PERIOD = 0.2
+"""Seconds between VmRSS samples of a controller (VmHWM is read as well)."""
 
 
-def _rss_mib(pid: int) -> float:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+# --- the controllers measured ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """A Remedy controller this benchmark can start: its name and its command line."""
+
+    name: str
+    argv: Callable[[environment.LocalEnvironment, int], list[str]]
+    """``(environment, workers) -> argv`` of one controller process."""
+
+    def start(self, env: environment.LocalEnvironment, workers: int, log: pathlib.Path
+              ) -> subprocess.Popen[bytes]:
+        """Start one controller process, its output appended to ``log``."""
+        child = takeover.child_env()
+        # the repository root too: the kopf prototype lives in bench/
+        child["PYTHONPATH"] = os.pathsep.join([str(takeover.REPO), child["PYTHONPATH"]])
+        with log.open("ab") as out:
+            return subprocess.Popen(self.argv(env, workers), stdout=out,
+                                    stderr=subprocess.STDOUT, env=child)
 
 
-def _start(env: environment.LocalEnvironment, log: pathlib.Path, workers: int
-           ) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "clusterhealth_remedy", "--kubeconfig", str(env.kubeconfig()),
+def _ours(env: environment.LocalEnvironment, workers: int) -> list[str]:
+    return [sys.executable, "-m", "clusterhealth_remedy", "--kubeconfig", str(env.kubeconfig()),
             "--bind-address", "127.0.0.1", "--healthz-port",
             str(environment.free_port("127.0.0.1")), "--workers", str(workers),
             "--leader-elect", "false"]
-    with log.open("ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                env=takeover.child_env())
 
 
-def _cluster(name: str) -> dict[str, Any]:
+OURS = Implementation("ours", _ours)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 15 s; reap."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def proc_mib(pid: int, key: str) -> float:
+    """A ``/proc/PID/status`` memory line (``VmRSS``, ``VmHWM``) in MiB; 0 once gone."""
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return 0.0
+
+
+async def _sample_rss(pid: int, samples: list[float]) -> None:
+    while True:
+        samples.append(proc_mib(pid, "VmRSS"))
+        await asyncio.sleep(RSS_PERIOD)
+
+
+# --- objects ----------------------------------------------------------------------------
+
+def cluster_obj(name: str) -> dict[str, Any]:
+    """A Cluster (never reached: the controllers read only its conditions)."""
     return {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
             "metadata": {"name": name},
             "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}}
 
 
-async def _condition(api: kube.ApiClient, cluster: str, value: str) -> None:
+async def set_condition(api: kube.ApiClient, cluster: str, value: str) -> None:
+    """Server-side apply the DNS condition, as the agent does."""
     await status.apply_status(api, resources.CLUSTERS, cluster, {"conditions": [{
         "type": DNS, "status": value, "reason": "Bench", "message": value,
         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, field_manager="bench-agent")
 
 
-def _remedy(name: str, clusters: Sequence[str] | None, match: tuple[str, str, str]
-            ) -> dict[str, Any]:
+def remedy_obj(name: str, clusters: Sequence[str] | None, match: tuple[str, str, str]
+               ) -> dict[str, Any]:
+    """A TrafficControl Remedy with one condition match (no affinity: every cluster)."""
     spec: dict[str, Any] = {"actions": TC, "decisionMatches": [{"clusterConditionMatch": {
         "conditionType": match[0], "operator": match[1], "conditionStatus": match[2]}}]}
     if clusters is not None:
@@ -78,52 +133,13 @@ def _remedy(name: str, clusters: Sequence[str] | None, match: tuple[str, str, st
             "metadata": {"name": name}, "spec": spec}
 
 
-async def measure_latency(env: environment.LocalEnvironment, flips: int, tmp: pathlib.Path
-                          ) -> report.Figure:
-    async with env.client() as api:
-        await api.create(resources.CLUSTERS, _cluster("latency"))
-        await _condition(api, "latency", "True")
-        await api.create(resources.REMEDIES, _remedy("latency", ["latency"],
-                                                     (DNS, "Equal", "False")))
-        ctrl = _start(env, tmp / "latency.log", 2)
-        seen: asyncio.Queue[tuple[float, list[str]]] = asyncio.Queue()
-
-        async def follow() -> None:
-            async with env.client() as watcher:
-                rv = (await watcher.get(resources.CLUSTERS, "latency"))["metadata"][
-                    "resourceVersion"]
-                async for event in watcher.watch(resources.CLUSTERS, resource_version=rv,
-                                                 field_selector="metadata.name=latency"):
-                    actions = list((event.object.get("status") or {}).get("remedyActions")
-                                   or [])
-                    seen.put_nowait((time.monotonic(), actions))
-
-        follower = asyncio.create_task(follow())
-        samples: list[float] = []
-        try:
-            await asyncio.sleep(3)  # controller up, caches synced
-            for flip in range(flips):
-                wanted = TC if flip % 2 == 0 else []
-                while not seen.empty():
-                    seen.get_nowait()
-                started = time.monotonic()
-                await _condition(api, "latency", "False" if wanted else "True")
-                while True:
-                    at, actions = await asyncio.wait_for(seen.get(), 10)
-                    if actions == wanted:
-                        samples.append((at - started) * 1000)
-                        break
-        finally:
-            follower.cancel()
-            ctrl.terminate()
-            ctrl.wait(15)
-    p99 = sorted(samples)[max(0, round(0.99 * len(samples)) - 1)]
-    return report.Figure(
-        f"reaction latency, condition write -> remedyActions (p99 {p99:.0f} ms)",
-        tuple(samples), "ms", "p99 < 200 ms", "pass" if p99 < 200 else "FAIL")
+def actions_of(obj: dict[str, Any]) -> tuple[str, ...]:
+    """``status.remedyActions`` of a Cluster."""
+    return tuple((obj.get("status") or {}).get("remedyActions") or [])
 
 
-async def _bounded(jobs: Sequence[Any], limit: int = 16) -> None:
+async def bounded(jobs: Sequence[Any], limit: int = 16) -> None:
+    """Await coroutines, ``limit`` at a time."""
     gate = asyncio.Semaphore(limit)
 
     async def run(job: Any) -> None:
@@ -133,105 +149,254 @@ async def _bounded(jobs: Sequence[Any], limit: int = 16) -> None:
     await asyncio.gather(*(run(job) for job in jobs))
 
 
-def _expected(clusters: Sequence[str], conditions: dict[str, str],
-              remedies: Sequence[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
-    parsed = [remedy_api.Remedy.from_dict(r) for r in remedies]
-    return {c: decision.decide(c, {DNS: conditions[c]}, parsed).actions for c in clusters}
+# --- reaction latency ---------------------------------------------------------------------
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (``q`` in 0..1)."""
+    ordered = sorted(samples)
+    return ordered[max(0, round(q * len(ordered)) - 1)]
 
 
-def _actions(obj: dict[str, Any]) -> tuple[str, ...]:
-    return tuple((obj.get("status") or {}).get("remedyActions") or [])
+async def latency_samples(env: environment.LocalEnvironment, impl: Implementation, flips: int,
+                          tmp: pathlib.Path, tag: str = "latency", workers: int = 2
+                          ) -> list[float]:
+    """Milliseconds from a condition write to the watch delivering the new remedyActions.
+
+    One Cluster and one Remedy named ``tag`` (deleted afterwards), one
+    controller started for the block.  A warm-up flip, not recorded, waits
+    up to 60 s for the controller to be up; then ``flips`` flips alternate
+    raising and clearing TrafficControl.
+    """
+    async with env.client() as api:
+        await api.create(resources.CLUSTERS, cluster_obj(tag))
+        await set_condition(api, tag, "True")
+        await api.create(resources.REMEDIES, remedy_obj(tag, [tag], (DNS, "Equal", "False")))
+        ctrl = impl.start(env, workers, tmp / f"{impl.name}-{tag}.log")
+        seen: asyncio.Queue[tuple[float, list[str]]] = asyncio.Queue()
+
+        async def follow() -> None:
+            async with env.client() as watcher:
+                rv = (await watcher.get(resources.CLUSTERS, tag))["metadata"]["resourceVersion"]
+                async for event in watcher.watch(resources.CLUSTERS, resource_version=rv,
+                                                 field_selector=f"metadata.name={tag}"):
+                    if event.type == "BOOKMARK":
+                        continue  # no status: it would read as "no actions"
+                    seen.put_nowait((time.monotonic(), list(actions_of(event.object))))
+
+        async def flip(raise_tc: bool, timeout: float) -> float:
+            wanted = TC if raise_tc else []
+            while not seen.empty():
+                seen.get_nowait()
+            started = time.monotonic()
+            await set_condition(api, tag, "False" if raise_tc else "True")
+            async with asyncio.timeout(timeout):
+                while True:
+                    at, actions = await seen.get()
+                    if actions == wanted:
+                        return (at - started) * 1000
+
+        follower = asyncio.create_task(follow())
+        samples: list[float] = []
+        try:
+            await asyncio.sleep(0.5)  # the watch is open
+            await flip(True, 60)  # warm-up: the controller is up and synced
+            await flip(False, 10)
+            for index in range(flips):
+                samples.append(await flip(index % 2 == 0, 10))
+        finally:
+            follower.cancel()
+            stop(ctrl)
+            await api.delete(resources.REMEDIES, tag)
+            await api.delete(resources.CLUSTERS, tag)
+    return samples
 
 
-async def _wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...]],
-                          started: float, proc: subprocess.Popen[bytes], peak: list[float]
-                          ) -> float:
-    """Return the seconds until every Cluster has the expected actions.
+def latency_figure(samples: Sequence[float]) -> report.Figure:
+    """The latency figure of ``bench.remedy``."""
+    p99 = percentile(samples, 0.99)
+    return report.Figure(
+        f"reaction latency, condition write -> remedyActions (p99 {p99:.0f} ms)",
+        tuple(samples), "ms", "p99 < 200 ms", "pass" if p99 < 200 else "FAIL")
+
+
+# --- scale ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """N Clusters and M Remedies: M-1 name a group of Clusters each, one covers every Cluster.
+
+    The named Remedies match DNS=False (every 7th Cluster is False); the one
+    covering every Cluster (``scale-all``, last) at first matches nothing, and
+    its changed spec (DNS NotEqual Unknown) matches every Cluster.
+    """
+
+    clusters: tuple[str, ...]
+    conditions: dict[str, str]
+    remedies: tuple[dict[str, Any], ...]
+    changed: dict[str, Any]
+    group: int
+
+    @classmethod
+    def build(cls, n_clusters: int, n_remedies: int) -> Workload:
+        """The workload for ``n_clusters`` Clusters and ``n_remedies`` Remedies."""
+        clusters = tuple(f"scale-{i:04d}" for i in range(n_clusters))
+        conditions = {c: ("False" if i % 7 == 0 else "True") for i, c in enumerate(clusters)}
+        group = max(1, n_clusters // max(1, n_remedies - 1))
+        remedies = [remedy_obj(f"scale-{i:03d}", clusters[i * group:(i + 1) * group],
+                               (DNS, "Equal", "False")) for i in range(n_remedies - 1)]
+        remedies.append(remedy_obj("scale-all", None, ("Ready", "Equal", "False")))
+        changed = dict(remedies[-1])
+        changed["spec"] = {**changed["spec"], "decisionMatches": [{"clusterConditionMatch": {
+            "conditionType": DNS, "operator": "NotEqual", "conditionStatus": "Unknown"}}]}
+        return cls(clusters, conditions, tuple(remedies), changed, group)
+
+    def decisions(self, changed: bool) -> dict[str, decision.Decision]:
+        """Every Cluster's decision with the base or the changed ``scale-all``."""
+        bodies = [*self.remedies[:-1], self.changed if changed else self.remedies[-1]]
+        parsed = [remedy_api.Remedy.from_dict(r) for r in bodies]
+        return {c: decision.decide(c, {DNS: self.conditions[c]}, parsed) for c in self.clusters}
+
+    def expected(self, changed: bool) -> dict[str, tuple[str, ...]]:
+        """Every Cluster's remedyActions with the base or the changed ``scale-all``."""
+        return {c: d.actions for c, d in self.decisions(changed).items()}
+
+    @property
+    def writes(self) -> int:
+        """How many Clusters' owned status differs between the base and the change."""
+        base, changed = self.decisions(False), self.decisions(True)
+        return sum(decision.status_patch(base[c]) != decision.status_patch(changed[c])
+                   for c in self.clusters)
+
+    @property
+    def label(self) -> str:
+        """``1,000 Clusters, 100 Remedies``."""
+        return f"{len(self.clusters):,} Clusters, {len(self.remedies):,} Remedies"
+
+    async def create(self, api: kube.ApiClient) -> None:
+        """Create the Clusters (with their condition) and the Remedies."""
+        await bounded([api.create(resources.CLUSTERS, cluster_obj(c)) for c in self.clusters])
+        await bounded([set_condition(api, c, self.conditions[c]) for c in self.clusters])
+        await bounded([api.create(resources.REMEDIES, r) for r in self.remedies])
+
+    async def reset(self, api: kube.ApiClient) -> None:
+        """Back to the state before any controller ran: no remedyActions, base ``scale-all``.
+
+        Every start then begins from the same state (the DNS=False Clusters a
+        Remedy names need a write), whichever controller ran before.
+        """
+        await api.patch(resources.REMEDIES, "scale-all", {"spec": self.remedies[-1]["spec"]})
+        listing = await api.list(resources.CLUSTERS)
+        dirty = [i["metadata"]["name"] for i in listing["items"]
+                 if i["metadata"]["name"] in self.conditions
+                 and (i.get("status") or {}).keys() & {"remedyActions", "remedyActionSources"}]
+        await bounded([api.patch(resources.CLUSTERS, name, {"status": {
+            "remedyActions": None, "remedyActionSources": None}}, subresource="status")
+            for name in dirty])
+
+
+async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...]],
+                         started: float) -> float:
+    """Return the seconds since ``started`` until every Cluster has the expected actions.
 
     One list and a watch: polling 1,000 objects would load the API server and
     distort the figure.
     """
     listing = await api.list(resources.CLUSTERS)
-    have = {i["metadata"]["name"]: _actions(i) for i in listing["items"]}
+    have = {i["metadata"]["name"]: actions_of(i) for i in listing["items"]}
     wrong = {n for n, want in expected.items() if have.get(n) != want}
     version = listing["metadata"]["resourceVersion"]
-    seen = 0
     async with asyncio.timeout(300):
         while wrong:
             async for event in api.watch(resources.CLUSTERS, resource_version=version,
                                          timeout_seconds=60):
                 version = event.object["metadata"].get("resourceVersion", version)
+                if event.type == "BOOKMARK":
+                    continue  # only metadata.resourceVersion: no name, no status
                 name = event.object["metadata"]["name"]
                 if name in expected:
-                    if _actions(event.object) == expected[name]:
+                    if actions_of(event.object) == expected[name]:
                         wrong.discard(name)
                     else:
                         wrong.add(name)
-                seen += 1
-                if seen % 50 == 0:
-                    peak.append(_rss_mib(proc.pid))
                 if not wrong:
                     break
     return time.monotonic() - started
 
 
-async def measure_scale(env: environment.LocalEnvironment, n_clusters: int, n_remedies: int,
-                        tmp: pathlib.Path, change_trials: int = 3) -> list[report.Figure]:
-    clusters = [f"scale-{i:04d}" for i in range(n_clusters)]
-    conditions = {c: ("False" if i % 7 == 0 else "True") for i, c in enumerate(clusters)}
-    group = max(1, n_clusters // max(1, n_remedies - 1))
-    remedies = [_remedy(f"scale-{i:03d}", clusters[i * group:(i + 1) * group],
-                        (DNS, "Equal", "False")) for i in range(n_remedies - 1)]
-    remedies.append(_remedy("scale-all", None, ("Ready", "Equal", "False")))
+@dataclasses.dataclass(frozen=True)
+class ScaleRun:
+    """One controller start on the workload: convergence times and memory."""
+
+    after_start: float
+    after_change: tuple[float, ...]
+    rss_peak: float
+    """MiB: the larger of VmHWM and the VmRSS samples."""
+
+
+async def scale_run(env: environment.LocalEnvironment, workload: Workload,
+                    impl: Implementation, tmp: pathlib.Path, changes: int, workers: int = 4
+                    ) -> ScaleRun:
+    """Reset, start the controller, converge; then ``changes`` edits of ``scale-all``.
+
+    The edits alternate between the changed spec (every Cluster needs a
+    write) and the base one (they are cleared again).
+    """
     async with env.client(max_connections=16) as api:
-        takeover.progress(f"creating {n_clusters} Clusters and {n_remedies} Remedies")
-        await _bounded([api.create(resources.CLUSTERS, _cluster(c)) for c in clusters])
-        await _bounded([_condition(api, c, conditions[c]) for c in clusters])
-        await _bounded([api.create(resources.REMEDIES, r) for r in remedies])
-        expected = _expected(clusters, conditions, remedies)
+        await workload.reset(api)
+        await asyncio.sleep(1)
+        expected = {False: workload.expected(False), True: workload.expected(True)}
         started = time.monotonic()
-        ctrl = _start(env, tmp / "scale.log", 4)
-        peak: list[float] = []
+        ctrl = impl.start(env, workers, tmp / f"{impl.name}-scale.log")
+        samples: list[float] = []
+        sampler = asyncio.create_task(_sample_rss(ctrl.pid, samples))
         try:
-            takeover.progress("waiting for convergence after start")
-            after_start = await _wait_converged(api, expected, started, ctrl, peak)
+            after_start = await wait_converged(api, expected[False], started)
             await asyncio.sleep(2)
-            steady = _rss_mib(ctrl.pid)
-            changed = dict(remedies[-1])
-            changed["spec"] = {**changed["spec"], "decisionMatches": [{"clusterConditionMatch": {
-                "conditionType": DNS, "operator": "NotEqual", "conditionStatus": "Unknown"}}]}
-            variants = [(changed, _expected(clusters, conditions, [*remedies[:-1], changed])),
-                        (remedies[-1], _expected(clusters, conditions, remedies))]
-            after_change: list[float] = []
-            for trial in range(2 * change_trials):
-                body, expected = variants[trial % 2]
-                takeover.progress(f"change {trial + 1}/{2 * change_trials} of the Remedy "
-                                  "that covers every cluster")
+            after_change = []
+            for index in range(changes):
+                to_all = index % 2 == 0
+                body = workload.changed if to_all else workload.remedies[-1]
+                takeover.progress(f"{impl.name}: change {index + 1}/{changes} of scale-all")
                 started = time.monotonic()
                 await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
-                after_change.append(await _wait_converged(api, expected, started, ctrl, peak))
-            rss = max([steady, *peak, _rss_mib(ctrl.pid)])
+                after_change.append(await wait_converged(api, expected[to_all], started))
+            hwm = proc_mib(ctrl.pid, "VmHWM")
         finally:
-            ctrl.terminate()
-            ctrl.wait(15)
+            sampler.cancel()
+            stop(ctrl)
+    return ScaleRun(after_start, tuple(after_change), max([hwm, *samples]))
+
+
+def scale_figures(workload: Workload, run: ScaleRun) -> list[report.Figure]:
+    """The scale figures of ``bench.remedy``."""
+    # the issue's target is for 1,000 clusters; other scales are recorded only
+    target, verdict = ("< 10 s", "pass" if max(run.after_change) < 10 else "FAIL") \
+        if len(workload.clusters) == TARGET_CLUSTERS else ("-", "recorded")
     return [
-        report.Figure(f"converge after start ({n_clusters} Clusters, {n_remedies} Remedies)",
-                      (after_start,), "s", "-", "recorded"),
-        report.Figure("converge after changing a Remedy covering every cluster (1,000 writes)",
-                      tuple(after_change), "s", "< 10 s",
-                      "pass" if max(after_change) < 10 else "FAIL"),
-        report.Figure("controller RSS, peak during the scale run", (rss,), "MiB", "< 150 MB",
-                      "pass" if rss < 150e6 / 2**20 else "FAIL"),
+        report.Figure(f"converge after start ({workload.label})", (run.after_start,), "s",
+                      "-", "recorded"),
+        report.Figure(f"converge after changing a Remedy covering every cluster "
+                      f"({workload.writes:,} writes)", run.after_change, "s", target, verdict),
+        report.Figure("controller peak RSS during the scale run (VmHWM, 0.2 s VmRSS)",
+                      (run.rss_peak,), "MiB", "< 150 MB",
+                      "pass" if run.rss_peak < 150e6 / 2**20 else "FAIL"),
     ]
 
 
-async def measure(flips: int, n_clusters: int, n_remedies: int) -> list[report.Figure]:
+async def measure(flips: int, n_clusters: int, n_remedies: int, changes: int = 6
+                  ) -> list[report.Figure]:
+    """Our controller on a fresh local environment: latency, then scale."""
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
             takeover.progress(f"reaction latency over {flips} flips")
-            figures = [await measure_latency(env, flips, pathlib.Path(tmp))]
-            figures += await measure_scale(env, n_clusters, n_remedies, pathlib.Path(tmp))
-    return figures
+            samples = await latency_samples(env, OURS, flips, pathlib.Path(tmp))
+            workload = Workload.build(n_clusters, n_remedies)
+            takeover.progress(f"creating {workload.label}")
+            async with env.client(max_connections=16) as api:
+                await workload.create(api)
+            takeover.progress("scale run")
+            run = await scale_run(env, workload, OURS, pathlib.Path(tmp), changes)
+    return [latency_figure(samples), *scale_figures(workload, run)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,22 +406,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--flips", type=int, default=100)
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--remedies", type=int, default=100)
+    parser.add_argument("--changes", type=int, default=6,
+                        help="edits of the Remedy covering every cluster (alternating)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
-    figures = asyncio.run(measure(options.flips, options.clusters, options.remedies))
+    figures = asyncio.run(measure(options.flips, options.clusters, options.remedies,
+                                  options.changes))
     print(report.text_table(figures))
     latency = figures[0].samples
     print(f"latency: median {statistics.median(latency):.1f} ms over {len(latency)} flips")
     if options.markdown is not None:
+        group = Workload.build(options.clusters, options.remedies).group
         notes = [
             "Latency: time from just before the condition write (server-side apply, like the "
             "agent's) until a watch on the Cluster delivers the new remedyActions; half the "
-            "flips raise TrafficControl, half clear it. One controller, caches synced.",
-            "Scale: Remedies 0..98 name 10 Clusters each and match DNS=False (every 7th "
-            "Cluster); the last Remedy covers every Cluster and at first matches nothing; "
+            "flips raise TrafficControl, half clear it. One controller; a warm-up flip (not "
+            "recorded) first waits for it to be up.",
+            f"Scale: Remedies 0..{options.remedies - 2} name {group} Clusters each and match "
+            "DNS=False (every 7th Cluster); the last Remedy covers every Cluster and at first "
+            "matches nothing; "
             "changing its match to DNS NotEqual Unknown makes all Clusters need a write, "
-            "changing it back clears them again (3 of each, alternating). "
-            "Convergence is followed with one list and a watch of the Clusters; 4 workers.",
+            f"changing it back clears them again ({options.changes} edits, alternating). "
+            "Convergence is followed with one list and a watch of the Clusters; 4 workers. "
+            "Peak RSS is the larger of VmHWM and VmRSS sampled every 0.2 s.",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])
         body = report.section(SECTION_TITLE, figures, notes, command)

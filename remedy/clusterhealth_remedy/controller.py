@@ -259,9 +259,14 @@ class RemedyController:
 
     async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
         """Recompute and (if it differs) write one Cluster's remedy status."""
+        try:
+            return await self._reconcile_cluster(name)
+        finally:  # attempted, whatever the outcome: Remedy statuses need not wait for it
+            self._first_pass_reconciled(name)
+
+    async def _reconcile_cluster(self, name: str) -> reconcile.Result | None:
         obj = self.clusters.store.get(name)
         if obj is None:
-            self._first_pass_reconciled(name)
             return None
         result = decision.decide(name, condition_statuses(obj), self.parsed.values())
         self.metrics.evaluations.inc()
@@ -282,7 +287,6 @@ class RemedyController:
             self._record_changes(obj, before, result, others)
         previous = self.decisions.get(name)
         self.decisions[name] = result
-        self._first_pass_reconciled(name)
         self.metrics.set_actions(name, previous.actions if previous else tuple(before),
                                  result.actions)
         if previous is None or previous.matches != result.matches:

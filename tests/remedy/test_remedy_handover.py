@@ -157,3 +157,46 @@ async def test_remedy_deleted_while_the_controller_was_down(
 
 async def _is(cp: kube.ApiClient, cluster: str, wanted: list[str]) -> bool:
     return await k.actions(cp, cluster) == wanted
+
+
+async def test_a_new_term_keeps_since_and_never_drops_active_clusters(
+        controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
+    """Remedy statuses wait for the first pass over the Clusters of a new term.
+
+    While the controller is down, Clusters that sort before the active one
+    appear and need writes; a status written during the first pass would drop
+    the active cluster (and its ``since``) until the pass reaches it.
+    """
+    cluster = await _cluster(cp, cleanup, dns="False")
+    early = [f"a0-{k.unique('early')}-{i:02d}" for i in range(20)]
+    remedy = k.unique("since")
+    await k.make_remedy(cp, remedy, [cluster, *early])
+    cleanup["remedies"].append(remedy)
+    first = controllers()
+
+    async def active() -> list[dict[str, Any]] | None:
+        st = (await cp.get(resources.REMEDIES, remedy)).get("status") or {}
+        return st.get("activeClusters")
+
+    (entry,) = await k.eventually(active)
+    first.stop()
+    version = (await cp.get(resources.REMEDIES, remedy))["metadata"]["resourceVersion"]
+    for name in early:
+        await k.make_cluster(cp, name)
+        cleanup["clusters"].append(name)
+        await k.set_condition(cp, name, "False", manager="agent-like")
+    await asyncio.sleep(1)  # a later second: a status rewritten now would say so
+    controllers()
+    for name in early:
+        await k.eventually(lambda n=name: _is(cp, n, TC))  # type: ignore[misc]
+    await asyncio.sleep(6)  # past the status coalescing delay of the new term
+    async with asyncio.timeout(10):  # every version since the restart
+        seen = [e async for e in cp.watch(resources.REMEDIES, resource_version=version,
+                                          field_selector=f"metadata.name={remedy}",
+                                          timeout_seconds=2)
+                if e.type != "BOOKMARK"]
+    assert seen  # the new clusters were added
+    for event in seen:
+        assert entry in event.object["status"]["activeClusters"], event.object["status"]
+    final = await active()
+    assert final is not None and len(final) == 21 and entry in final

@@ -287,6 +287,8 @@ EXPECTED_COLUMNS = {
     groups.REMEDY_KIND: [
         ("Actions", "string", ".spec.actions"),
         ("Clusters", "string", ".spec.clusterAffinity.clusterNames"),
+        ("Effective", "string", '.status.conditions[?(@.type=="Effective")].status'),
+        ("Active", "integer", ".status.activeClusterCount"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
     groups.MCI_KIND: [

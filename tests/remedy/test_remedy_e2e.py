@@ -132,6 +132,10 @@ async def test_empty_decision_matches_never_act_and_say_so(
     assert effective["reason"] == "NeverMatches"
     assert effective["observedGeneration"] == 1
     assert await k.actions(cp, a) == []
+    table = await cp.table(resources.REMEDIES)  # what kubectl get remedies shows
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    (row,) = [r["cells"] for r in table["rows"] if r["cells"][0] == never]
+    assert dict(zip(columns, row, strict=True))["Effective"] == "False"
     # the same Remedy without decisionMatches acts immediately
     await cp.patch(resources.REMEDIES, never, {"spec": {"decisionMatches": None}})
     await k.eventually(lambda: _has(cp, a, TC))

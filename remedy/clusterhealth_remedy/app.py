@@ -25,27 +25,22 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
     registry = prometheus_client.CollectorRegistry()
     clock = clocks.Clock()
     remedy_metrics = metrics.RemedyMetrics(registry)
+    controller_settings = controller.ControllerSettings(
+        workers=settings.workers, resync_period=settings.resync_period)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-remedy",
                               max_connections=settings.workers + 4) as api:
         await runner.check_served(api, [resources.REMEDIES, resources.CLUSTERS], INSTALL_HINT)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda term: controller.RemedyController(
-                term.api,
-                controller.ControllerSettings(
-                    workers=settings.workers,
-                    resync_period=settings.resync_period,
-                    event_namespace=settings.event_namespace,
-                ),
-                remedy_metrics, clock,
-            ),
+            make=lambda term: controller.RemedyController(term, controller_settings,
+                                                          remedy_metrics),
             leader_gauge=remedy_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(controller.COMPONENT, settings.event_namespace),
             on_stop=remedy_metrics.active_actions.clear,
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
-                                      port=settings.healthz_port)
+                                      port=settings.healthz_port, tls=settings.tls)
         server.add_liveness("leader-election", replica.alive)
         server.add_readiness("controller", replica.ready)
         await runner.run_until_signalled(replica.run(), server)

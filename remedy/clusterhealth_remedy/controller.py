@@ -1,17 +1,35 @@
-"""The Remedy controller's I/O: caches, work queues, and the status it owns.
+"""The Remedy controller's I/O: what it caches, when it reconciles, what it writes.
 
-Keyed by Cluster, as in Karmada: a Cluster is reconciled when its conditions
-change, when it appears, when a Remedy whose (old or new) affinity covers it
-changes, when someone else disturbs the fields this controller owns, and on
-every resync.  A reconcile recomputes the decision from the caches
-(:mod:`clusterhealth_remedy.decision`) — clearing happens by recomputation,
-never by remembering — and server-side-applies only ``remedyActions`` and
-``remedyActionSources`` (field manager ``clusterhealth-remedy``), so the
-agent's and the cluster-status controller's conditions are never touched.
+Two controllers of the core runtime (:mod:`clusterhealth_core.reconcile`)
+share one term of leadership (:class:`clusterhealth_core.runner.Term`):
 
-Each Remedy's status (the clusters it acts on, with the matched condition,
-and whether every named cluster exists) is derived from the latest decisions
-and written by a second queue.
+* ``remedy-cluster``, keyed by Cluster, as in Karmada: a Cluster is
+  reconciled when its conditions change, when it appears, when a Remedy
+  whose (old or new) affinity covers it changes, when someone else disturbs
+  the fields this controller owns, and on every resync.  A reconcile
+  recomputes the decision from the caches (:mod:`clusterhealth_remedy.decision`)
+  — clearing happens by recomputation, never by remembering — and
+  server-side-applies only ``remedyActions`` and ``remedyActionSources``
+  (field manager ``clusterhealth-remedy``), so the agent's and the
+  cluster-status controller's conditions are never touched.
+* ``remedy-status``, keyed by Remedy: the clusters it acts on (with the
+  matched condition), whether every named cluster exists, and whether its
+  spec can ever act at all; derived from the latest decisions.
+
+**Handover.**  Server-side apply removes only fields this manager owns, so
+``remedyActions`` written by another field manager (Karmada's controller,
+before the user switched to this one) would survive an apply of ``{}``.
+When the live value differs from the computed one and another manager owns
+part of it, the controller first writes the computed value with a JSON merge
+patch of the status (guarded by the cached resourceVersion: a concurrent
+write makes it fail and retry), which takes the fields from every other
+manager, then applies as usual.
+
+**Rejected writes.**  A 422 on one of our own status writes is a bug (every
+message is bounded, every list capped), not a transient error: it is logged,
+counted (``clusterhealth_remedy_status_rejected_total``), reported as a
+Warning Event on the object, and not retried until something enqueues the
+object again (:class:`~clusterhealth_core.reconcile.TerminalError`).
 """
 
 from __future__ import annotations
@@ -19,14 +37,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_core import clock as clocks
-from clusterhealth_core import events, status, workqueue
+from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.api import meta, remedy
-from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 from clusterhealth_remedy import decision, metrics
 
@@ -34,11 +51,17 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "clusterhealth-remedy"
 COMPONENT = "clusterhealth-remedy"
-CONDITION_CLUSTERS_RESOLVED = "ClustersResolved"
+CLUSTER_CONTROLLER = "remedy-cluster"
+REMEDY_CONTROLLER = "remedy-status"
+OWNED_FIELDS = ("remedyActions", "remedyActionSources")
+"""The Cluster status fields this controller computes."""
+REASON_STATUS_REJECTED = "StatusRejected"
 STATUS_COALESCE = 5.0
 """Seconds a Remedy's status waits for more cluster changes before it is written."""
-MAX_PENDING_EVENTS = 5000
-"""Events waiting to be recorded; more are dropped (events are best effort)."""
+INITIAL_PASS_TIMEOUT = 30.0
+"""Remedy statuses wait for every Cluster's first reconcile of a term, at most this long."""
+CONDITION_TYPES = (decision.CONDITION_EFFECTIVE, decision.CONDITION_CLUSTERS_RESOLVED)
+"""The Remedy conditions this controller writes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +70,43 @@ class ControllerSettings:
 
     workers: int = 2
     resync_period: float = 300.0
-    event_namespace: str = "default"
+
+
+# --- what the Cluster cache keeps ---------------------------------------------------------
+
+_KEEP_CLUSTER = informer.keep_fields("status.conditions", *(f"status.{f}" for f in OWNED_FIELDS))
+
+
+def _owning_entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``managedFields`` entries that own one of :data:`OWNED_FIELDS`, reduced to them."""
+    reduced: list[dict[str, Any]] = []
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        fields = ((entry.get("fieldsV1") or {}).get("f:status")) or {}
+        owned: dict[str, Any] = {f"f:{name}": {} for name in OWNED_FIELDS
+                                 if f"f:{name}" in fields}
+        if owned:
+            reduced.append({"manager": entry.get("manager", ""),
+                            "operation": entry.get("operation", ""),
+                            "fieldsV1": {"f:status": owned}})
+    return reduced
+
+
+def cluster_transform(obj: informer.Object) -> informer.Object:
+    """What the Cluster cache keeps: identity, condition types and statuses, our fields.
+
+    Plus ``metadata.managedFields`` reduced to the entries that own
+    ``remedyActions``/``remedyActionSources`` (for the handover), instead of
+    the whole object with every manager's field sets.
+    """
+    kept = _KEEP_CLUSTER(obj)
+    st = kept.get("status")
+    if st is not None and "conditions" in st:
+        st["conditions"] = [{"type": c.get("type"), "status": c.get("status")}
+                            for c in st["conditions"] or [] if isinstance(c, dict)]
+    owners = _owning_entries(obj)
+    if owners:
+        kept["metadata"]["managedFields"] = owners
+    return kept
 
 
 def condition_statuses(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -59,7 +118,7 @@ def condition_statuses(obj: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def owned_status(obj: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The Cluster status fields this controller owns, as they are on the server."""
+    """The Cluster status fields this controller computes, as they are on the server."""
     st = (obj or {}).get("status") or {}
     owned: dict[str, Any] = {}
     if st.get("remedyActions"):
@@ -81,29 +140,50 @@ def sources_of(obj: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
     return result
 
 
+def foreign_owners(obj: Mapping[str, Any] | None) -> list[str]:
+    """Field managers other than ours owning ``remedyActions``/``remedyActionSources``."""
+    return sorted({str(e["manager"]) for e in _owning_entries(obj or {})
+                   if e["manager"] != FIELD_MANAGER})
+
+
+def _reference(resource: resources.Resource, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Enough of ``obj`` for an Event's involvedObject."""
+    meta_ = obj.get("metadata") or {}
+    return {"apiVersion": resource.api_version, "kind": resource.kind,
+            "metadata": {k: meta_[k] for k in ("name", "uid", "resourceVersion") if k in meta_}}
+
+
 class RemedyController:
     """Caches Clusters and Remedies; reconciles Clusters and Remedy statuses."""
 
     def __init__(
         self,
-        api: kube.ApiClient,
+        term: runner.Term,
         settings: ControllerSettings,
         remedy_metrics: metrics.RemedyMetrics,
-        clock: clocks.Clock,
     ) -> None:
-        self.api = api
+        self.api = term.api
+        self.recorder = term.recorder
+        self.clock = term.clock
         self.settings = settings
         self.metrics = remedy_metrics
-        self.clock = clock
-        self.recorder = events.EventRecorder(api, COMPONENT, clock,
-                                             namespace=settings.event_namespace,
-                                             max_pending=MAX_PENDING_EVENTS)
-        self.clusters = informer.Informer(api, resources.CLUSTERS)
-        self.remedies = informer.Informer(api, resources.REMEDIES)
-        self.cluster_queue = workqueue.WorkQueue()
-        self.remedy_queue = workqueue.WorkQueue()
+        self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_transform)
+        self.remedies = term.informers.informer(resources.REMEDIES)
+        self.cluster_controller = reconcile.Controller(
+            CLUSTER_CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=settings.workers),
+            on_terminal=self._cluster_terminal)
+        self.remedy_controller = reconcile.Controller(
+            REMEDY_CONTROLLER, self.reconcile_remedy, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=1),
+            on_terminal=self._remedy_terminal)
         self.parsed: dict[str, remedy.Remedy] = {}
+        self.named: dict[str, frozenset[str]] = {}
+        """Remedy to the clusters its affinity names (for Remedies with an affinity)."""
         self.decisions: dict[str, decision.Decision] = {}
+        self._first_pass: set[str] = set()
+        """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
+        self._first_pass_done = asyncio.Event()
         self.clusters.add_handler(self._on_cluster)
         self.remedies.add_handler(self._on_remedy)
 
@@ -117,11 +197,12 @@ class RemedyController:
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = str(obj["metadata"]["name"])
         if event == "DELETED":
+            self._first_pass_reconciled(name)
             gone = self.decisions.pop(name, None)
             if gone is not None:
                 self.metrics.set_actions(name, gone.actions, ())
                 for match in gone.matches:
-                    self.remedy_queue.add(match.remedy)
+                    self.remedy_controller.enqueue(match.remedy)
             self._queue_remedies_naming(name)
             return
         if event == "ADDED":
@@ -133,13 +214,12 @@ class RemedyController:
             or known is None
             or owned_status(obj) != decision.status_patch(known)
         ):
-            self.cluster_queue.add(name)
+            self.cluster_controller.enqueue(name)
 
     def _queue_remedies_naming(self, cluster_name: str) -> None:
-        for name, parsed in self.parsed.items():
-            affinity = parsed.spec.cluster_affinity
-            if affinity is not None and cluster_name in affinity.cluster_names:
-                self.remedy_queue.add(name)
+        for name, names in self.named.items():
+            if cluster_name in names:
+                self.remedy_controller.enqueue(name)
 
     def _parse(self, obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
         if obj is None:
@@ -157,33 +237,54 @@ class RemedyController:
         after = None if event == "DELETED" else self._parse(obj)
         if after is None:
             self.parsed.pop(name, None)
+            self.named.pop(name, None)
         else:
             self.parsed[name] = after
+            affinity = after.spec.cluster_affinity
+            if affinity is None:
+                self.named.pop(name, None)
+            else:
+                self.named[name] = frozenset(affinity.cluster_names)
         if before is not None and after is not None and before.spec == after.spec:
             return  # a status write (ours): nothing to re-evaluate
         for cluster_name in decision.affected_clusters(before, after, self._cluster_names()):
-            self.cluster_queue.add(cluster_name)
+            self.cluster_controller.enqueue(cluster_name)
         if after is not None:
-            self.remedy_queue.add(name)
+            self.remedy_controller.enqueue(name)
 
     def _cluster_names(self) -> list[str]:
         return [str(o["metadata"]["name"]) for o in self.clusters.store.values()]
 
     # --- reconciles ---------------------------------------------------------
 
-    async def reconcile_cluster(self, name: str) -> None:
+    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
         """Recompute and (if it differs) write one Cluster's remedy status."""
+        try:
+            return await self._reconcile_cluster(name)
+        finally:  # attempted, whatever the outcome: Remedy statuses need not wait for it
+            self._first_pass_reconciled(name)
+
+    async def _reconcile_cluster(self, name: str) -> reconcile.Result | None:
         obj = self.clusters.store.get(name)
         if obj is None:
-            return
-        result = decision.decide(name, condition_statuses(obj), list(self.parsed.values()))
+            return None
+        result = decision.decide(name, condition_statuses(obj), self.parsed.values())
         self.metrics.evaluations.inc()
         desired = decision.status_patch(result)
         before = sources_of(obj)
         if owned_status(obj) != desired:
-            await status.apply_status(self.api, resources.CLUSTERS, name, desired,
-                                      field_manager=FIELD_MANAGER)
-            self._record_changes(obj, before, result)
+            others = foreign_owners(obj)
+            try:
+                if others:
+                    await self._take_over(obj, desired, others)
+                if desired or not others:
+                    await status.apply_status(self.api, resources.CLUSTERS, name, desired,
+                                              field_manager=FIELD_MANAGER)
+            except errors.NotFound:
+                return None  # deleted meanwhile: its DELETED event re-queues what matters
+            except errors.Invalid as exc:
+                raise self._rejected(metrics.KIND_CLUSTER, name, exc) from exc
+            self._record_changes(obj, before, result, others)
         previous = self.decisions.get(name)
         self.decisions[name] = result
         self.metrics.set_actions(name, previous.actions if previous else tuple(before),
@@ -193,109 +294,168 @@ class RemedyController:
             touched |= {m.remedy for m in previous.matches} if previous else set()
             for remedy_name in touched:
                 # coalesce: one Remedy may cover 1,000 clusters changing at once
-                self.remedy_queue.add_after(remedy_name, STATUS_COALESCE)
+                self.remedy_controller.enqueue_after(remedy_name, STATUS_COALESCE)
+        return None
+
+    async def _take_over(self, obj: Mapping[str, Any], desired: Mapping[str, Any],
+                         others: list[str]) -> None:
+        """Write ``desired`` over fields other managers own (a merge patch: no owners kept)."""
+        name = str(obj["metadata"]["name"])
+        log.info("cluster %s: remedy fields owned by %s; writing the computed value over them",
+                 name, ", ".join(others))
+        await self.api.patch(
+            resources.CLUSTERS, name,
+            {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+             "status": {field: desired.get(field) for field in OWNED_FIELDS}},
+            subresource="status", patch_type="merge", field_manager=FIELD_MANAGER)
 
     def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
-                        result: decision.Decision) -> None:
+                        result: decision.Decision, others: list[str]) -> None:
         added, removed = decision.action_changes(before, result.sources)
-        meta_ = obj["metadata"]
-        target = {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-                  "metadata": {k: meta_[k] for k in ("name", "uid", "resourceVersion")
-                               if k in meta_}}
+        target = _reference(resources.CLUSTERS, obj)
+        name = obj["metadata"]["name"]
         by_remedy = {m.remedy: m for m in result.matches}
         for action, remedies in added:
             why = ", ".join(
                 f"Remedy {r} ({decision.describe(by_remedy[r].requirement)})"
                 for r in remedies if r in by_remedy
             )
-            log.info("cluster %s: %s added by %s", obj["metadata"]["name"], action, why)
+            log.info("cluster %s: %s added by %s", name, action, why)
             self.recorder.record(target, "Warning", "RemedyActionAdded", f"{action} added by {why}")
         for action, remedies in removed:
             was = f" (was: {', '.join(remedies)})" if remedies else ""
-            log.info("cluster %s: %s removed%s", obj["metadata"]["name"], action, was)
+            if others:
+                was += f" (it was written by field manager {', '.join(others)})"
+            log.info("cluster %s: %s removed%s", name, action, was)
             self.recorder.record(target, "Normal", "RemedyActionRemoved",
                                  f"{action} removed: no Remedy requires it any more{was}")
 
-    async def reconcile_remedy(self, name: str) -> None:
-        """Write a Remedy's status: the clusters it acts on, and unknown cluster names."""
+    async def reconcile_remedy(self, name: str) -> reconcile.Result | None:
+        """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
         obj = self.remedies.store.get(name)
         parsed = self.parsed.get(name)
         if obj is None or parsed is None:
-            return
-        live = obj.get("status") or {}
-        now = self.clock.now()
-        active = decision.active_clusters(name, self.decisions.values(),
-                                          decision.active_since(parsed), now)
-        unknown = decision.unknown_clusters(parsed, self._cluster_names())
-        condition = meta.Condition(
-            type=CONDITION_CLUSTERS_RESOLVED,
-            status=meta.ConditionStatus.FALSE if unknown else meta.ConditionStatus.TRUE,
-            last_transition_time=now.replace(microsecond=0),
-            reason="UnknownClusters" if unknown else "AllClustersFound",
-            message=(f"no Cluster named {', '.join(unknown)}" if unknown
-                     else "every cluster in clusterAffinity exists"),
-        )
-        kept = status.keep_transition_times(status.live_conditions(obj), [condition])
+            return None
+        now = self.clock.now().replace(microsecond=0)
+        active, total = decision.active_clusters(
+            name, self.decisions.values(), decision.active_since(parsed), now,
+            limit=remedy.MAX_ACTIVE_CLUSTERS)
+        generation = parsed.metadata.generation or None
+        conditions = [
+            self._condition(decision.CONDITION_EFFECTIVE, decision.effectiveness(parsed), now,
+                            generation),
+            self._condition(decision.CONDITION_CLUSTERS_RESOLVED,
+                            decision.clusters_resolved(parsed, self.clusters.store), now,
+                            generation),
+        ]
+        kept = status.keep_transition_times(status.live_conditions(obj), conditions)
         desired: dict[str, Any] = {"conditions": [c.to_dict() for c in kept]}
         if active:
             desired["activeClusters"] = active
-        current = {"conditions": live.get("conditions") or []}
-        if live.get("activeClusters"):
-            current["activeClusters"] = live["activeClusters"]
-        if current != desired:
-            await status.apply_status(self.api, resources.REMEDIES, name, desired,
-                                      field_manager=FIELD_MANAGER)
-
-    # --- loops ----------------------------------------------------------------
-
-    async def _worker(self, queue: workqueue.WorkQueue, kind: str) -> None:
-        reconcile = self.reconcile_cluster if kind == "cluster" else self.reconcile_remedy
-        while True:
-            key = await queue.get()
-            started = self.clock.monotonic()
+            desired["activeClusterCount"] = total
+        if _comparable(obj.get("status") or {}) != _comparable(desired):
             try:
-                await reconcile(key)
-                queue.forget(key)
+                await status.apply_status(self.api, resources.REMEDIES, name, desired,
+                                          field_manager=FIELD_MANAGER)
             except errors.NotFound:
-                queue.forget(key)  # deleted meanwhile: its DELETED event re-queues what matters
-            except (errors.KubeError, OSError) as exc:
-                self.metrics.reconcile_errors.labels(kind).inc()
-                delay = queue.add_rate_limited(key)
-                log.warning("reconcile of %s %s failed (%s); retry in %.2fs", kind, key, exc,
-                            delay)
-            finally:
-                self.metrics.reconcile_duration.labels(kind).observe(
-                    self.clock.monotonic() - started)
-                queue.done(key)
+                return None  # deleted meanwhile
+            except errors.Invalid as exc:
+                raise self._rejected(metrics.KIND_REMEDY, name, exc) from exc
+        return None
+
+    @staticmethod
+    def _condition(type_: str, verdict: tuple[bool, str, str], now: datetime.datetime,
+                   generation: int | None) -> meta.Condition:
+        ok, reason, message = verdict
+        return meta.Condition(
+            type=type_,
+            status=meta.ConditionStatus.TRUE if ok else meta.ConditionStatus.FALSE,
+            observed_generation=generation,
+            last_transition_time=now,
+            reason=reason,
+            message=meta.bound_message(message),
+        )
+
+    # --- rejected writes ------------------------------------------------------
+
+    def _rejected(self, kind: str, name: str, exc: errors.Invalid) -> reconcile.TerminalError:
+        self.metrics.status_rejected.labels(kind).inc()
+        log.error("BUG: the API server rejected the status of %s %s written by this controller "
+                  "(not retried until the %s changes): %s", kind, name, kind, exc)
+        return reconcile.TerminalError(
+            REASON_STATUS_REJECTED,
+            f"the API server rejected the status the remedy controller wrote: {exc.message}")
+
+    async def _cluster_terminal(self, name: str, exc: reconcile.TerminalError) -> None:
+        obj = self.clusters.store.get(name)
+        if obj is not None:
+            self.recorder.record(_reference(resources.CLUSTERS, obj), "Warning", exc.reason,
+                                 exc.message)
+
+    async def _remedy_terminal(self, name: str, exc: reconcile.TerminalError) -> None:
+        obj = self.remedies.store.get(name)
+        if obj is not None:
+            self.recorder.record(_reference(resources.REMEDIES, obj), "Warning", exc.reason,
+                                 exc.message)
+
+    # --- running ----------------------------------------------------------------
+
+    def enqueue_all(self) -> None:
+        """Reconcile every Cluster and every Remedy (start, resync)."""
+        for name in self._cluster_names():
+            self.cluster_controller.enqueue(name)
+        for name in list(self.parsed):
+            self.remedy_controller.enqueue(name)
 
     async def _resync(self) -> None:
         while True:
             await self.clock.sleep(self.settings.resync_period)
-            for name in self._cluster_names():
-                self.cluster_queue.add(name)
-            for name in list(self.parsed):
-                self.remedy_queue.add(name)
+            self.enqueue_all()
+
+    def _first_pass_reconciled(self, name: str) -> None:
+        self._first_pass.discard(name)
+        if not self._first_pass:
+            self._first_pass_done.set()
+
+    async def _statuses_after_first_pass(self) -> None:
+        """Run the ``remedy-status`` workers once every Cluster has a decision.
+
+        A Remedy status written before that would drop ``activeClusters``
+        (and their ``since``) that the first pass is about to find again.
+        """
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(INITIAL_PASS_TIMEOUT):
+                await self._first_pass_done.wait()
+        if not self._first_pass_done.is_set():
+            log.warning("%d Cluster(s) not reconciled after %.0fs; writing Remedy statuses "
+                        "anyway", len(self._first_pass), INITIAL_PASS_TIMEOUT)
+        await self.remedy_controller.run()
 
     async def run(self) -> None:
-        """Run until cancelled."""
-        tasks = [asyncio.create_task(self.remedies.run(), name="remedy-informer"),
-                 asyncio.create_task(self.clusters.run(), name="cluster-informer")]
+        """Wait for the caches, then reconcile until cancelled."""
+        await self.remedies.wait_synced()
+        await self.clusters.wait_synced()
+        self._first_pass = set(self._cluster_names())
+        self._first_pass_done.clear()  # a deletion during the initial list may have set it
+        self._first_pass_reconciled("")  # done at once when there is no Cluster
+        self.enqueue_all()
+        tasks = [asyncio.create_task(self.cluster_controller.run(), name=CLUSTER_CONTROLLER),
+                 asyncio.create_task(self._statuses_after_first_pass(), name=REMEDY_CONTROLLER),
+                 asyncio.create_task(self._resync(), name="remedy-resync")]
         try:
-            await self.remedies.wait_synced()
-            await self.clusters.wait_synced()
-            for name in self._cluster_names():
-                self.cluster_queue.add(name)
-            tasks += [asyncio.create_task(self._worker(self.cluster_queue, "cluster"))
-                      for _ in range(self.settings.workers)]
-            tasks.append(asyncio.create_task(self._worker(self.remedy_queue, "remedy")))
-            tasks.append(asyncio.create_task(self._resync()))
-            tasks.append(asyncio.create_task(self.recorder.run(), name="events"))
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            self.cluster_queue.shutdown()
-            self.remedy_queue.shutdown()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _comparable(st: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Remedy status this controller writes, order-insensitive."""
+    conditions: Iterable[Mapping[str, Any]] = st.get("conditions") or []
+    return {
+        "conditions": {c.get("type"): dict(c) for c in conditions
+                       if c.get("type") in CONDITION_TYPES},
+        "activeClusters": st.get("activeClusters") or [],
+        "activeClusterCount": st.get("activeClusterCount") or 0,
+    }

@@ -8,9 +8,10 @@ lets every writer of provenance (``Cluster.status.remedyActionSources``,
 ``Remedy.status.activeClusters``, Events) derive from one :class:`Decision`
 instead of re-implementing the matching.
 
-The rules follow Karmada's remedy controller with one documented deviation:
-a ``clusterAffinity`` whose ``clusterNames`` is empty selects every cluster
-(the API's documented meaning), where Karmada's controller selects none.
+The rules are Karmada's remedy controller's, including where absent and
+empty differ: a ``clusterAffinity`` without names selects no cluster, and
+``decisionMatches: []`` never matches.  :func:`effectiveness` says when a
+Remedy can never act, so the controller can tell the user on the Remedy.
 """
 
 from __future__ import annotations
@@ -20,13 +21,23 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, assert_never
 
-from clusterhealth_core.api import cluster, remedy
+from clusterhealth_core.api import cluster, meta, remedy
 
 Requirement = remedy.ClusterConditionRequirement
 """Alias for annotations inside :class:`Match`, whose ``remedy`` field shadows the module."""
 
 IMMEDIATELY = "immediately"
 """How :func:`describe` names the trigger of a Remedy without decision matches."""
+
+CONDITION_EFFECTIVE = "Effective"
+"""Remedy condition: False when the spec makes the Remedy act nowhere, ever."""
+REASON_CAN_ACT = "CanAct"
+REASON_NO_CLUSTER_SELECTED = "NoClusterSelected"
+REASON_NEVER_MATCHES = "NeverMatches"
+CONDITION_CLUSTERS_RESOLVED = "ClustersResolved"
+"""Remedy condition: False when ``clusterNames`` names clusters that do not exist."""
+REASON_ALL_CLUSTERS_FOUND = "AllClustersFound"
+REASON_UNKNOWN_CLUSTERS = "UnknownClusters"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,20 +78,48 @@ class Decision:
 def covers(r: remedy.Remedy, cluster_name: str) -> bool:
     """Whether ``r``'s ``clusterAffinity`` selects the cluster.
 
-    An absent affinity, or one with no ``clusterNames``, selects every cluster
-    (Karmada's controller selects none for a present-but-empty list; we follow
-    the API's documented meaning instead).  Otherwise exactly the named ones.
+    An absent affinity selects every cluster; a present one exactly the named
+    clusters, so one without names (``{}`` or ``clusterNames: []``) selects
+    none, as in Karmada's controller.
     """
     affinity = r.spec.cluster_affinity
-    if affinity is None or not affinity.cluster_names:
+    if affinity is None:
         return True
     return cluster_name in affinity.cluster_names
 
 
 def covers_all(r: remedy.Remedy) -> bool:
     """Whether ``r`` selects every cluster, including clusters created later."""
+    return r.spec.cluster_affinity is None
+
+
+def effectiveness(r: remedy.Remedy) -> tuple[bool, str, str]:
+    """``(effective, reason, message)`` for the Remedy's ``Effective`` condition.
+
+    Not effective when its spec rules out ever acting: an affinity that names
+    no cluster (:data:`REASON_NO_CLUSTER_SELECTED`) or an empty
+    ``decisionMatches`` list (:data:`REASON_NEVER_MATCHES`); both are valid
+    Karmada manifests that mean "never", easily mistaken for "always".  The
+    first reason wins; the message names both.
+    """
+    problems: list[tuple[str, str]] = []
     affinity = r.spec.cluster_affinity
-    return affinity is None or not affinity.cluster_names
+    if affinity is not None and not affinity.cluster_names:
+        problems.append((REASON_NO_CLUSTER_SELECTED,
+                         "clusterAffinity is present but names no cluster, so the Remedy "
+                         "applies to no cluster (remove clusterAffinity to select every "
+                         "cluster)"))
+    if r.spec.decision_matches is not None and not r.spec.decision_matches:
+        problems.append((REASON_NEVER_MATCHES,
+                         "decisionMatches is an empty list, which never matches (remove it "
+                         "to act immediately, or add a clusterConditionMatch)"))
+    if problems:
+        return False, problems[0][0], "; ".join(message for _, message in problems)
+    where = ("every cluster" if affinity is None
+             else f"{len(affinity.cluster_names)} named cluster(s)")
+    when = ("immediately" if r.spec.decision_matches is None
+            else "when one of its decision matches holds")
+    return True, REASON_CAN_ACT, f"the Remedy applies to {where} and acts {when}"
 
 
 def requirement_holds(
@@ -108,13 +147,14 @@ def first_match(
 ) -> tuple[bool, remedy.ClusterConditionRequirement | None]:
     """Whether ``r``'s decision matches hold, and the first one that does.
 
-    Returns ``(True, None)`` for a Remedy without decision matches (it acts
-    immediately), ``(True, requirement)`` when any match holds (the first in
-    spec order), ``(False, None)`` otherwise.  A decision match without a
+    Returns ``(True, None)`` for a Remedy without decision matches (absent:
+    it acts immediately), ``(True, requirement)`` when any match holds (the
+    first in spec order), ``(False, None)`` otherwise, in particular for an
+    empty list (Karmada: never).  A decision match without a
     ``clusterConditionMatch`` never holds (the API server rejects it anyway).
     Affinity is not considered here: see :func:`covers`.
     """
-    if not r.spec.decision_matches:
+    if r.spec.decision_matches is None:
         return True, None
     for decision_match in r.spec.decision_matches:
         req = decision_match.cluster_condition_match
@@ -156,9 +196,9 @@ def affected_clusters(
 
     ``old`` is None for a creation, ``new`` is None for a deletion.  An update
     re-evaluates the union of the old and the new affinity, so clusters that
-    left the affinity lose the Remedy's actions; when either side covers every
-    cluster, the answer is ``all_clusters`` (an update to an empty affinity
-    once crashed Karmada's controller).  Named clusters are returned even when
+    left the affinity lose the Remedy's actions; when either side has no
+    affinity (every cluster), the answer is ``all_clusters`` (an update to an
+    empty affinity once crashed Karmada's controller).  Named clusters are returned even when
     they are not in ``all_clusters``: re-evaluating a missing cluster is a no-op.
     """
     sides = [r for r in (old, new) if r is not None]
@@ -227,26 +267,50 @@ def active_clusters(
     decisions: Iterable[Decision],
     previous: Mapping[str, datetime.datetime],
     now: datetime.datetime,
-) -> list[dict[str, Any]]:
-    """``Remedy.status.activeClusters`` in wire shape, sorted by cluster.
+    limit: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """``Remedy.status.activeClusters`` in wire shape, sorted by cluster, and their total.
 
     One entry per decision in which the Remedy acts:
     ``{"cluster", "matchedCondition"?, "since"}``; ``matchedCondition`` is
     absent for an immediate Remedy.  ``since`` is kept from ``previous``
     (cluster to since, see :func:`active_since`) when the cluster was already
-    active, otherwise it is ``now`` (which must be timezone-aware).
+    active, otherwise it is ``now`` (which must be timezone-aware).  With
+    ``limit``, only the first ``limit`` clusters by name are listed (the API
+    bounds the list); the total counts them all.
     """
-    entries: dict[str, remedy.ActiveCluster] = {}
+    found: dict[str, Match] = {}
     for decision in decisions:
         for match in decision.matches:
-            if match.remedy != remedy_name:
-                continue
-            entries[decision.cluster] = remedy.ActiveCluster(
-                cluster=decision.cluster,
-                matched_condition=match.requirement,
-                since=previous.get(decision.cluster, now),
-            )
-    return [entries[name].to_dict() for name in sorted(entries)]
+            if match.remedy == remedy_name:
+                found[decision.cluster] = match
+                break
+    names = sorted(found)
+    if limit is not None:
+        names = names[:limit]
+    entries = [
+        remedy.ActiveCluster(
+            cluster=name,
+            matched_condition=found[name].requirement,
+            since=previous.get(name, now),
+        ).to_dict()
+        for name in names
+    ]
+    return entries, len(found)
+
+
+def clusters_resolved(r: remedy.Remedy, known: Iterable[str]) -> tuple[bool, str, str]:
+    """``(resolved, reason, message)`` for the Remedy's ``ClustersResolved`` condition.
+
+    The message names the unknown clusters within
+    :data:`~clusterhealth_core.api.meta.MESSAGE_BUDGET` characters and counts
+    the rest: a Remedy naming 3,000 clusters must not produce a message the
+    API server rejects (and with it the whole status).
+    """
+    unknown = unknown_clusters(r, known)
+    if unknown:
+        return False, REASON_UNKNOWN_CLUSTERS, f"no Cluster named {meta.join_limited(unknown)}"
+    return True, REASON_ALL_CLUSTERS_FOUND, "every cluster in clusterAffinity exists"
 
 
 def unknown_clusters(r: remedy.Remedy, known: Iterable[str]) -> list[str]:
@@ -254,7 +318,7 @@ def unknown_clusters(r: remedy.Remedy, known: Iterable[str]) -> list[str]:
 
     They are reported as a condition on the Remedy rather than silently
     ignored: a typo in ``clusterNames`` would otherwise leave a cluster
-    unprotected without a trace.  A Remedy covering every cluster names none.
+    unprotected without a trace.  A Remedy without affinity names none.
     """
     affinity = r.spec.cluster_affinity
     if affinity is None:

@@ -1,12 +1,21 @@
-"""The Remedy controller's metric families, on an injected registry."""
+"""The Remedy controller's own metric families, on an injected registry.
+
+Reconcile counts and durations, work-queue depth and retries come from the
+controller runtime (``clusterhealth_controller_*``, ``clusterhealth_workqueue_*``
+with ``controller``/``name`` ``remedy-cluster`` and ``remedy-status``); these
+are what only the Remedy controller knows.
+"""
 
 from __future__ import annotations
 
 import prometheus_client
 
+KIND_CLUSTER = "Cluster"
+KIND_REMEDY = "Remedy"
+
 
 class RemedyMetrics:
-    """Active actions, reconcile timing and errors, evaluations, leadership."""
+    """Active actions, evaluations, rejected status writes, leadership."""
 
     def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
         self.active_actions = prometheus_client.Gauge(
@@ -14,32 +23,27 @@ class RemedyMetrics:
             "1 for each remedy action currently written on a Cluster.",
             ["cluster", "action"], registry=registry,
         )
-        self.reconcile_duration = prometheus_client.Histogram(
-            "clusterhealth_remedy_reconcile_duration_seconds",
-            "Time one reconcile took, by kind (cluster|remedy).",
-            ["kind"], registry=registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-        )
-        self.reconcile_errors = prometheus_client.Counter(
-            "clusterhealth_remedy_reconcile_errors",
-            "Reconciles that failed and were retried, by kind.",
-            ["kind"], registry=registry,
-        )
         self.evaluations = prometheus_client.Counter(
             "clusterhealth_remedy_evaluations",
             "Evaluations of a Cluster against the Remedies.",
             registry=registry,
         )
+        self.status_rejected = prometheus_client.Counter(
+            "clusterhealth_remedy_status_rejected",
+            "Status writes of this controller that the API server refused as invalid (422), "
+            "by kind (Cluster|Remedy): a bug, not retried until the object changes.",
+            ["kind"], registry=registry,
+        )
         self.is_leader = prometheus_client.Gauge(
             "clusterhealth_remedy_is_leader", "Whether this replica is the active one.",
             registry=registry,
         )
-        for kind in ("cluster", "remedy"):
-            self.reconcile_errors.labels(kind)
+        for kind in (KIND_CLUSTER, KIND_REMEDY):
+            self.status_rejected.labels(kind)
 
     def set_actions(self, cluster: str, before: tuple[str, ...], after: tuple[str, ...]) -> None:
         """Move a cluster's active-action series from ``before`` to ``after``."""
         for action in set(before) - set(after):
-            self.active_actions.remove(cluster, action)
+            self.active_actions.remove(cluster, action)  # absent series: a no-op
         for action in after:
             self.active_actions.labels(cluster, action).set(1)

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
-from clusterhealth_core import election, settings
+from clusterhealth_core import election, events, serving, settings
 from clusterhealth_core.kube import config
 
 ENV_PREFIX = "CLUSTERHEALTH_REMEDY"
@@ -27,6 +27,7 @@ class RemedySettings:
     event_namespace: str
     bind_address: str
     healthz_port: int
+    tls: serving.TLSConfig | None
     leader_elect: bool
     election: election.ElectionConfig
 
@@ -52,7 +53,9 @@ def parser() -> settings.FlagParser:
                    help="re-evaluate every Cluster this often, as a safety net")
     p.add_argument("--workers", type=_workers, default=2, help="concurrent Cluster reconciles")
     p.add_argument("--event-namespace", default="default",
-                   help="namespace for Events about (cluster-scoped) Clusters")
+                   help="namespace for Events about the (cluster-scoped) Clusters and "
+                        "Remedies: default or kube-system, the only ones the API server "
+                        "accepts for them")
     settings.add_serving_flags(p, 10359)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
     return p
@@ -62,6 +65,10 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
     """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
     env = os.environ if environ is None else environ
     args = parser().parse(argv, env)
+    try:
+        events.check_namespace(args.event_namespace)
+    except ValueError as exc:
+        raise settings.SettingsError(f"--event-namespace: {exc}") from exc
     return RemedySettings(
         credentials=settings.credentials_from(args.kubeconfig, args.context),
         resync_period=args.resync_period,
@@ -69,6 +76,7 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         event_namespace=args.event_namespace,
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,
+        tls=settings.tls_config_from(args),
         leader_elect=args.leader_elect,
         election=settings.election_config_from(args, env),
     )

@@ -262,6 +262,7 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                         },
                         {"cluster": "member2", "since": "2024-01-25T04:07:00Z"},
                     ],
+                    "activeClusterCount": 2,
                 },
             }
         ],
@@ -434,8 +435,13 @@ def _mutations(
             yield from _mutations(properties[key], root, (*path, key))
     elif isinstance(node, list):
         yield f"{label}=string", _set(root, path, "x"), True
-        if schema.get("minItems", 0) >= 1:
-            yield f"{label}=[]", _set(root, path, []), True
+        if node:  # empty is not absent (decisionMatches: [] never matches)
+            yield f"{label}=[]", _set(root, path, []), schema.get("minItems", 0) >= 1
+        if "maxItems" in schema and node:
+            limit = schema["maxItems"]
+            yield f"{label}=maxItems", _set(root, path, _distinct(schema, node, limit)), False
+            yield (f"{label}=maxItems+1", _set(root, path, _distinct(schema, node, limit + 1)),
+                   True)
         if schema.get("x-kubernetes-list-type") in ("set", "map") and node:
             yield f"{label}+duplicate", _set(root, path, [*node, node[0]]), True
         for index in range(len(node)):
@@ -443,6 +449,21 @@ def _mutations(
     else:
         for name, mutated in _scalar_mutations(schema, root, path):
             yield name, mutated, True
+
+
+def _distinct(schema: dict[str, Any], items: list[Any], count: int) -> list[Any]:
+    """``count`` items made from ``items[0]``, distinct where the list is a set or a map."""
+    keys = schema.get("x-kubernetes-list-map-keys", [])
+    made: list[Any] = []
+    for index in range(count):
+        item = copy.deepcopy(items[index % len(items)])
+        if keys and isinstance(item, dict):
+            for key in keys:
+                item[key] = f"{item[key]}-{index}"
+        elif schema.get("x-kubernetes-list-type") == "set" and isinstance(item, str):
+            item = f"{item}-{index}"
+        made.append(item)
+    return made
 
 
 def all_mutations() -> list[Mutation]:

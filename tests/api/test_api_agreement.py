@@ -93,11 +93,13 @@ def _compare_value(
             return
         expected = {
             "minItems": field_meta.get("min_items"),
+            "maxItems": field_meta.get("max_items"),
             "x-kubernetes-list-type": field_meta.get("list_type", "atomic"),
             "x-kubernetes-list-map-keys": list(field_meta.get("list_map_keys", ())) or None,
         }
         actual = {
             "minItems": schema.get("minItems"),
+            "maxItems": schema.get("maxItems"),
             "x-kubernetes-list-type": schema.get("x-kubernetes-list-type", "atomic"),
             "x-kubernetes-list-map-keys": schema.get("x-kubernetes-list-map-keys"),
         }
@@ -285,6 +287,8 @@ EXPECTED_COLUMNS = {
     groups.REMEDY_KIND: [
         ("Actions", "string", ".spec.actions"),
         ("Clusters", "string", ".spec.clusterAffinity.clusterNames"),
+        ("Effective", "string", '.status.conditions[?(@.type=="Effective")].status'),
+        ("Active", "integer", ".status.activeClusterCount"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
     groups.MCI_KIND: [

@@ -118,3 +118,40 @@ def test_now_is_utc_whole_seconds() -> None:
     assert current.tzinfo is datetime.UTC
     assert current.microsecond == 0
     assert meta.parse_time(meta.format_time(current)) == current
+
+
+# --- bounded messages ---------------------------------------------------------------------
+
+def test_join_limited_keeps_everything_that_fits() -> None:
+    assert meta.join_limited(["a", "b", "c"]) == "a, b, c"
+    assert meta.join_limited([]) == ""
+    exact = ["x" * 4] * 3  # "xxxx, xxxx, xxxx" is 16 characters
+    assert meta.join_limited(exact, budget=16) == "xxxx, xxxx, xxxx"
+
+
+def test_join_limited_says_how_many_were_left_out() -> None:
+    names = [f"cluster-{i:012d}" for i in range(3000)]  # 20 characters each
+    text = meta.join_limited(names)
+    assert len(text) <= meta.MESSAGE_BUDGET
+    shown, _, tail = text.partition(" \u2026 and ")
+    kept = shown.split(", ")
+    assert kept == names[:len(kept)]  # in order, none cut in the middle
+    assert tail == f"{3000 - len(kept)} more"
+    assert len(kept) > 40  # the budget is used, not wasted
+
+
+@pytest.mark.parametrize("budget", [10, 25, 26, 40, 100])
+def test_join_limited_never_exceeds_a_workable_budget(budget: int) -> None:
+    names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"] * 5
+    text = meta.join_limited(names, budget=budget)
+    assert len(text) <= max(budget, len(f"\u2026 and {len(names)} more"))
+    assert text.endswith(" more")
+
+
+def test_bound_message() -> None:
+    assert meta.bound_message("short") == "short"
+    long = "x" * (meta.MAX_CONDITION_MESSAGE + 500)
+    cut = meta.bound_message(long)
+    assert len(cut) == meta.MAX_CONDITION_MESSAGE
+    assert cut.endswith(f"(cut from {len(long)} characters)")
+    assert meta.bound_message("abcdef", limit=3) == "abc"

@@ -142,6 +142,11 @@ def test_immediate_remedy_has_no_decision_matches_on_the_wire() -> None:
     assert none_selected.to_dict() == {"clusterAffinity": {}}
     assert remedy.RemedySpec.from_dict({"clusterAffinity": {}}) == none_selected
     assert remedy.RemedySpec.from_dict({}).cluster_affinity is None
+    # Empty decision matches (never) are kept distinct from none (immediately).
+    never = remedy.RemedySpec(decision_matches=())
+    assert never.to_dict() == {"decisionMatches": []}
+    assert remedy.RemedySpec.from_dict({"decisionMatches": []}) == never
+    assert remedy.RemedySpec.from_dict({}).decision_matches is None
 
 
 def test_times_are_utc_whole_seconds() -> None:

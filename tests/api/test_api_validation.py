@@ -122,6 +122,25 @@ ACCEPTED = [
         groups.REMEDY_KIND,
         _edit(SEED_REMEDY_ON_CONDITION, (*REMEDY_MATCH, "operator"), "NotEqual"),
     ),
+    (
+        "empty decisionMatches (never matches, as in Karmada; absent: immediately)",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatches"), []),
+    ),
+    (
+        "affinity without names (selects no cluster, as in Karmada)",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "clusterAffinity"), {}),
+    ),
+    (
+        "activeClusters at its bound, with the total beyond it",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("status",), {
+            "activeClusters": [{"cluster": f"c{i:04d}", "since": "2024-01-25T04:06:00Z"}
+                               for i in range(remedy.MAX_ACTIVE_CLUSTERS)],
+            "activeClusterCount": 3000,
+        }),
+    ),
     ("seed cluster (with reasons)", groups.CLUSTER_KIND, SEED_CLUSTER),
     ("pull cluster", groups.CLUSTER_KIND, {"spec": {"syncMode": "Pull"}}),
     ("minimal mci", groups.MCI_KIND, MINIMAL_MCI),
@@ -163,10 +182,18 @@ REJECTED = [
         "spec.decisionMatches[0].clusterConditionMatch.conditionStatus: required",
     ),
     (
-        "empty decisionMatches (Karmada: never; absent: immediately)",
+        "activeClusters beyond its bound",
         groups.REMEDY_KIND,
-        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatches"), []),
-        "spec.decisionMatches: must have at least 1 item",
+        _edit(SEED_REMEDY_ON_CONDITION, ("status",), {
+            "activeClusters": [{"cluster": f"c{i:04d}", "since": "2024-01-25T04:06:00Z"}
+                               for i in range(remedy.MAX_ACTIVE_CLUSTERS + 1)]}),
+        "status.activeClusters: must have at most 1000 item(s)",
+    ),
+    (
+        "negative activeClusterCount",
+        groups.REMEDY_KIND,
+        _edit(SEED_REMEDY_ON_CONDITION, ("status",), {"activeClusterCount": -1}),
+        "status.activeClusterCount: must be >= 0",
     ),
     (
         "decision match without a match",
@@ -382,7 +409,10 @@ def test_seed_remedies_decode_to_the_expected_models() -> None:
         actions=(remedy.RemedyAction.TRAFFIC_CONTROL,),
     )
     immediate = remedy.Remedy.from_dict(SEED_REMEDY_IMMEDIATE)
-    assert immediate.spec.decision_matches == ()
+    assert immediate.spec.decision_matches is None  # absent: acts immediately
+    never = remedy.Remedy.from_dict(
+        _edit(SEED_REMEDY_ON_CONDITION, ("spec", "decisionMatches"), []))
+    assert never.spec.decision_matches == ()  # empty: never matches
     assert immediate.metadata.name == "foo"
 
 

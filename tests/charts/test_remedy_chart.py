@@ -183,12 +183,12 @@ def test_deployment_args(render: Render) -> None:
 
 def test_deployment_args_follow_values(render: Render) -> None:
     args = _container(render({
-        "resyncPeriod": "90s", "workers": 8, "eventNamespace": "karmada-system",
+        "resyncPeriod": "90s", "workers": 8, "eventNamespace": "kube-system",
         "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
                            "retryPeriod": "500ms"},
         "extraArgs": ["--bind-address=127.0.0.1", "--context=karmada"],
     }))["args"]
-    for expected in ("--resync-period=90s", "--workers=8", "--event-namespace=karmada-system",
+    for expected in ("--resync-period=90s", "--workers=8", "--event-namespace=kube-system",
                      "--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40.5s",
                      "--leader-elect-retry-period=500ms"):
         assert expected in args
@@ -301,6 +301,9 @@ def test_no_pdb_with_one_replica(render: Render) -> None:
     ({"replica": 2}, "additional properties 'replica' not allowed"),
     ({"eventNamespace": "Default"}, "/eventNamespace"),
     ({"eventNamespace": ""}, "/eventNamespace"),
+    # the API server refuses Events about cluster-scoped objects anywhere else
+    ({"eventNamespace": "clusterhealth-system"}, "/eventNamespace"),
+    ({"eventNamespace": "karmada-system"}, "/eventNamespace"),
     ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"image": {"repository": ""}}, "/image/repository"),
     ({"extraArgs": ["workers=3"]}, "/extraArgs/0"),
@@ -392,7 +395,7 @@ def _expected_grants(event_namespace: str = "default", lease: str = RELEASE,
     }
 
 
-@pytest.mark.parametrize("event_namespace", ["default", NAMESPACE, "karmada-system"])
+@pytest.mark.parametrize("event_namespace", ["default", "kube-system"])
 def test_rbac_is_exactly_least_privilege(render: Render, event_namespace: str) -> None:
     documents = render({"eventNamespace": event_namespace})
     for kind, namespace, name, rule in _rules(documents):
@@ -553,9 +556,15 @@ def test_readme_documents_values_and_metrics() -> None:
     for key in values:
         assert f"`{key}" in readme, key
     for metric in ("clusterhealth_remedy_active_actions{cluster,action}",
-                   "clusterhealth_remedy_reconcile_duration_seconds",
-                   "clusterhealth_remedy_reconcile_errors_total",
                    "clusterhealth_remedy_evaluations_total",
-                   "clusterhealth_remedy_is_leader"):
+                   "clusterhealth_remedy_status_rejected_total{kind}",
+                   "clusterhealth_remedy_is_leader",
+                   "clusterhealth_controller_reconcile_total{controller,result}",
+                   "clusterhealth_controller_reconcile_duration_seconds{controller}",
+                   "clusterhealth_workqueue_depth{name}"):
         assert metric in readme, metric
+    # the runtime's families replaced the controller's own
+    for gone in ("clusterhealth_remedy_reconcile_duration_seconds",
+                 "clusterhealth_remedy_reconcile_errors_total"):
+        assert gone not in readme, gone
     assert "--set crds.enabled=false" in readme

@@ -4,6 +4,9 @@ Its ServiceAccount, (Cluster)Roles and bindings are created in the control
 plane; the controller then runs with the chart's own arguments and a token of
 that ServiceAccount (TokenRequest API), and must do its whole job: write
 remedyActions and their sources, the Remedy's status, Events, and its Lease.
+Both event namespaces the chart allows are used for real: the API server
+accepts Events about cluster-scoped objects only in ``default`` and
+``kube-system``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import uuid
 from typing import Any
 
 import chartkit
+import pytest
 import yaml
 
 from clusterhealth_core import status
@@ -55,14 +59,16 @@ async def _token(cp: kube.ApiClient, account: str) -> str:
     return str(answer["status"]["token"])
 
 
+@pytest.mark.parametrize("event_namespace", ["default", "kube-system"])
 async def test_controller_works_with_exactly_the_charts_rbac(
     env: environment.LocalEnvironment, cp: kube.ApiClient, tmp_path: pathlib.Path,
-    python_env: dict[str, str],
+    python_env: dict[str, str], event_namespace: str,
 ) -> None:
+    values = f"eventNamespace={event_namespace}"
     if not any(n["metadata"]["name"] == NAMESPACE
                for n in (await cp.list(resources.NAMESPACES))["items"]):
         await cp.create(resources.NAMESPACES, {"metadata": {"name": NAMESPACE}})
-    rbac = _render("rbacOnly=true")
+    rbac = _render("rbacOnly=true", values)
     for document in rbac:
         kind = KINDS[document["kind"]]
         namespace = document["metadata"].get("namespace")
@@ -80,7 +86,7 @@ async def test_controller_works_with_exactly_the_charts_rbac(
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "cp", "user": "sa"}}]}))
 
-    deployment = next(d for d in _render() if d["kind"] == "Deployment")
+    deployment = next(d for d in _render(values) if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "clusterhealth_remedy"]
     controller = processes.ManagedProcess(
@@ -110,7 +116,7 @@ async def test_controller_works_with_exactly_the_charts_rbac(
         async def done() -> bool:
             obj = await cp.get(resources.CLUSTERS, cluster)
             rem = await cp.get(resources.REMEDIES, remedy)
-            events = await cp.list(resources.EVENTS, namespace="default",
+            events = await cp.list(resources.EVENTS, namespace=event_namespace,
                                    field_selector=f"involvedObject.name={cluster}")
             lease: dict[str, Any] = await cp.get(
                 resources.LEASES, container_arg(container, "leader-elect-resource-name"),

@@ -109,11 +109,12 @@ DNS_NOT_UP = when(DNS, "NotEqual", "True")
                      "anything", DNS_FALSE, {"r": f"{DNS} Equal False"},
                      id="affinity absent covers every cluster"),
         pytest.param([make("r", {"clusterAffinity": {}, "actions": [TC]})],
-                     "anything", NO_DNS, {"r": "immediately"},
-                     id="affinity without clusterNames covers every cluster"),
+                     "anything", NO_DNS, {}, id="affinity without clusterNames covers none"),
         pytest.param([make("r", {"clusterAffinity": on(), "actions": [TC]})],
-                     "anything", NO_DNS, {"r": "immediately"},
-                     id="empty clusterNames covers every cluster (Karmada: none)"),
+                     "anything", NO_DNS, {}, id="empty clusterNames covers none (as Karmada)"),
+        pytest.param([make("r", {"clusterAffinity": on(), "decisionMatches": [DNS_DOWN],
+                                 "actions": [TC]})],
+                     "anything", DNS_FALSE, {}, id="empty clusterNames: not even when matching"),
         pytest.param([make("r", {"clusterAffinity": on("a", "b"), "actions": [TC]})],
                      "b", NO_DNS, {"r": "immediately"}, id="named affinity: in"),
         pytest.param([make("r", {"clusterAffinity": on("a", "b"), "actions": [TC]})],
@@ -158,6 +159,11 @@ DNS_NOT_UP = when(DNS, "NotEqual", "True")
         pytest.param([make("r", {"clusterAffinity": on("c"), "actions": [TC]})],
                      "c", DNS_TRUE, {"r": "immediately"},
                      id="decisionMatches absent: immediately"),
+        pytest.param([make("r", {"clusterAffinity": on("c"), "decisionMatches": [],
+                                 "actions": [TC]})],
+                     "c", DNS_FALSE, {}, id="decisionMatches empty: never (as Karmada)"),
+        pytest.param([make("r", {"decisionMatches": [], "actions": [TC]})],
+                     "c", NO_CONDITIONS, {}, id="decisionMatches empty: not even immediately"),
         # --- any one of several decision matches ---
         pytest.param([make("r", {"decisionMatches": [when("Ready", "Equal", "False"), DNS_DOWN],
                                  "actions": [TC]})],
@@ -232,8 +238,8 @@ def test_both_seed_examples_together() -> None:
     ("spec", "name", "covered"),
     [
         pytest.param({}, "x", True, id="absent affinity"),
-        pytest.param({"clusterAffinity": {}}, "x", True, id="affinity without names"),
-        pytest.param({"clusterAffinity": on()}, "x", True, id="empty names"),
+        pytest.param({"clusterAffinity": {}}, "x", False, id="affinity without names"),
+        pytest.param({"clusterAffinity": on()}, "x", False, id="empty names"),
         pytest.param({"clusterAffinity": on("x", "y")}, "x", True, id="named: in"),
         pytest.param({"clusterAffinity": on("x", "y")}, "z", False, id="named: out"),
     ],
@@ -263,6 +269,8 @@ def test_requirement_holds(req: dict[str, Any], conditions: dict[str, str],
 def test_first_match() -> None:
     immediate = make("r", {"actions": [TC]})
     assert decision.first_match(immediate, NO_CONDITIONS) == (True, None)
+    never = make("r", {"decisionMatches": [], "actions": [TC]})
+    assert decision.first_match(never, DNS_FALSE) == (False, None)
     conditional = seed(SEED_CONDITIONAL)
     holds, req = decision.first_match(conditional, DNS_FALSE)
     assert holds
@@ -307,8 +315,6 @@ def test_decision_match_without_requirement_matches_nothing() -> None:
                      id="unknown action"),
         pytest.param({"spec": {"clusterAffinity": on("a", "a")}},
                      "spec.clusterAffinity.clusterNames[1]", id="duplicate clusterNames"),
-        pytest.param({"spec": {"decisionMatches": []}}, "spec.decisionMatches",
-                     id="empty decisionMatches list"),
         pytest.param({"spec": {"decisionMatches": [{}]}}, "spec.decisionMatches[0]",
                      id="decision match without clusterConditionMatch"),
     ],
@@ -326,20 +332,22 @@ def test_rejected_remedies(obj: dict[str, Any], path: str) -> None:
     [
         pytest.param(None, {"clusterAffinity": on("a")}, {"a"}, id="create named"),
         pytest.param(None, {}, set(ALL), id="create without affinity"),
-        pytest.param(None, {"clusterAffinity": on()}, set(ALL), id="create with empty names"),
+        pytest.param(None, {"clusterAffinity": on()}, set(), id="create with empty names"),
         pytest.param({"clusterAffinity": on("a", "b")}, None, {"a", "b"}, id="delete named"),
         pytest.param({}, None, set(ALL), id="delete without affinity"),
         pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": on("b")}, {"a", "b"},
                      id="update [a] to [b]"),
         pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": on("a")}, {"a"},
                      id="update [a] to [a]"),
-        pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": on()}, set(ALL),
+        pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": on()}, {"a"},
                      id="update [a] to empty names"),
-        pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": {}}, set(ALL),
+        pytest.param({"clusterAffinity": on("a")}, {"clusterAffinity": {}}, {"a"},
                      id="update [a] to affinity without names"),
+        pytest.param({"clusterAffinity": on()}, {}, set(ALL),
+                     id="update empty names to no affinity"),
         pytest.param({"clusterAffinity": on("a")}, {}, set(ALL),
                      id="update [a] to no affinity"),
-        pytest.param({"clusterAffinity": on()}, {"clusterAffinity": on("b")}, set(ALL),
+        pytest.param({"clusterAffinity": on()}, {"clusterAffinity": on("b")}, {"b"},
                      id="update from empty names to [b]"),
         pytest.param({}, {"clusterAffinity": on("b")}, set(ALL),
                      id="update from no affinity to [b]"),
@@ -422,7 +430,8 @@ def test_active_clusters_keeps_since() -> None:
         decision.decide("member3", DNS_FALSE, remedies),  # not in the affinity
     ]
     previous = {"member1": T0, "gone": T0}  # "gone" is no longer active: dropped
-    entries = decision.active_clusters("dns-down", decisions, previous, T1)
+    entries, total = decision.active_clusters("dns-down", decisions, previous, T1)
+    assert total == 2
     matched = {"conditionType": DNS, "operator": "Equal", "conditionStatus": "False"}
     assert entries == [
         {"cluster": "member1", "matchedCondition": matched, "since": "2026-03-01T08:00:00Z"},
@@ -437,10 +446,24 @@ def test_active_clusters_keeps_since() -> None:
 def test_active_clusters_immediate_has_no_matched_condition() -> None:
     remedies = [seed(SEED_IMMEDIATE)]
     decisions = [decision.decide(n, NO_CONDITIONS, remedies) for n in ALL]
-    assert decision.active_clusters("foo", decisions, {}, T1) == [
-        {"cluster": "member1", "since": "2026-03-01T09:30:00Z"}
-    ]
-    assert decision.active_clusters("other", decisions, {}, T1) == []
+    assert decision.active_clusters("foo", decisions, {}, T1) == (
+        [{"cluster": "member1", "since": "2026-03-01T09:30:00Z"}], 1)
+    assert decision.active_clusters("other", decisions, {}, T1) == ([], 0)
+
+
+def test_active_clusters_are_capped_and_counted() -> None:
+    remedies = [make("everywhere", {"actions": [TC]})]
+    names = [f"c{i:04d}" for i in range(2500)]
+    decisions = [decision.decide(n, NO_CONDITIONS, remedies) for n in reversed(names)]
+    entries, total = decision.active_clusters("everywhere", decisions, {"c0001": T0}, T1,
+                                              limit=remedy.MAX_ACTIVE_CLUSTERS)
+    assert total == 2500
+    assert [e["cluster"] for e in entries] == names[:remedy.MAX_ACTIVE_CLUSTERS]
+    assert entries[1]["since"] == "2026-03-01T08:00:00Z"
+    # what the controller writes is a valid status
+    status = remedy.RemedyStatus.from_dict({"activeClusters": entries,
+                                            "activeClusterCount": total}, strict=True)
+    assert status.active_cluster_count == 2500
 
 
 @pytest.mark.parametrize(
@@ -473,3 +496,64 @@ def test_conditions_of_feeds_decide() -> None:
     conditions = decision.conditions_of(c)
     assert conditions == {DNS: "False", "Ready": "True"}
     assert decision.decide("member1", conditions, [seed(SEED_CONDITIONAL)]).actions == (TC,)
+
+
+@pytest.mark.parametrize(
+    ("spec", "effective", "reason", "words"),
+    [
+        pytest.param({"actions": [TC]}, True, "CanAct", ["every cluster", "immediately"],
+                     id="no affinity, no matches: every cluster, immediately"),
+        pytest.param({"clusterAffinity": on("a", "b"), "decisionMatches": [DNS_DOWN],
+                      "actions": [TC]}, True, "CanAct",
+                     ["2 named cluster(s)", "when one of its decision matches holds"],
+                     id="named clusters, on a condition"),
+        pytest.param({"clusterAffinity": {}, "actions": [TC]}, False, "NoClusterSelected",
+                     ["names no cluster", "remove clusterAffinity"],
+                     id="affinity without names"),
+        pytest.param({"clusterAffinity": on(), "actions": [TC]}, False, "NoClusterSelected",
+                     ["names no cluster"], id="empty clusterNames"),
+        pytest.param({"decisionMatches": [], "actions": [TC]}, False, "NeverMatches",
+                     ["empty list, which never matches", "remove it to act immediately"],
+                     id="empty decisionMatches"),
+        pytest.param({"clusterAffinity": on(), "decisionMatches": [], "actions": [TC]}, False,
+                     "NoClusterSelected", ["names no cluster", "never matches"],
+                     id="both: the first reason, both messages"),
+        pytest.param({"clusterAffinity": on("ghost"), "actions": [TC]}, True, "CanAct",
+                     ["1 named cluster(s)"], id="unknown names are ClustersResolved's business"),
+    ],
+)
+def test_effectiveness(spec: dict[str, Any], effective: bool, reason: str,
+                       words: list[str]) -> None:
+    ok, why, message = decision.effectiveness(make("r", spec))
+    assert (ok, why) == (effective, reason)
+    for word in words:
+        assert word in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "resolved", "reason", "message"),
+    [
+        pytest.param({"clusterAffinity": on("member1", "member2")}, True, "AllClustersFound",
+                     "every cluster in clusterAffinity exists", id="all found"),
+        pytest.param({"clusterAffinity": on("member1", "zz", "aa")}, False, "UnknownClusters",
+                     "no Cluster named aa, zz", id="unknown names, sorted"),
+        pytest.param({}, True, "AllClustersFound", "every cluster in clusterAffinity exists",
+                     id="no affinity"),
+        pytest.param({"clusterAffinity": on()}, True, "AllClustersFound",
+                     "every cluster in clusterAffinity exists", id="empty names"),
+    ],
+)
+def test_clusters_resolved(spec: dict[str, Any], resolved: bool, reason: str,
+                           message: str) -> None:
+    assert decision.clusters_resolved(make("r", spec), iter(ALL)) == (resolved, reason, message)
+
+
+def test_clusters_resolved_message_is_bounded() -> None:
+    names = [f"missing-cluster-{i:05d}" for i in range(3000)]  # 21 characters each
+    ok, reason, message = decision.clusters_resolved(
+        make("r", {"clusterAffinity": on(*names)}), iter(ALL))
+    assert (ok, reason) == (False, "UnknownClusters")
+    assert len(message) <= len("no Cluster named ") + meta.MESSAGE_BUDGET
+    assert message.startswith("no Cluster named missing-cluster-00000, missing-cluster-00001")
+    shown = message.removeprefix("no Cluster named ").split(" \u2026 ")[0].split(", ")
+    assert message.endswith(f"\u2026 and {3000 - len(shown)} more")

@@ -94,16 +94,59 @@ async def test_immediate_remedy_and_affinity_moves(controllers: Start, cp: kube.
     await k.eventually(lambda: _has(cp, b, TC))
     await k.eventually(lambda: _has(cp, a, []))
 
-    # affinity emptied -> applies to every cluster
+    # affinity emptied -> applies to no cluster (Karmada's meaning), and says so
     await cp.patch(resources.REMEDIES, upgrade, {"spec": {"clusterAffinity": {
         "clusterNames": []}}})
-    await k.eventually(lambda: _has(cp, a, TC))
-    for member in ("member1", "member2"):
-        await k.eventually(lambda m=member: _has(cp, m, TC))  # type: ignore[misc]
+    await k.eventually(lambda: _has(cp, b, []))
+    effective = await k.eventually(lambda: _condition(cp, upgrade, "Effective", "False"))
+    assert effective["reason"] == "NoClusterSelected"
+    assert "names no cluster" in effective["message"]
+    for cluster in (a, "member1", "member2"):
+        assert await k.actions(cp, cluster) == []
+
+    # affinity removed -> applies to every cluster
+    await cp.patch(resources.REMEDIES, upgrade, {"spec": {"clusterAffinity": None}})
+    for cluster in (a, b, "member1", "member2"):
+        await k.eventually(lambda c=cluster: _has(cp, c, TC))  # type: ignore[misc]
+    effective = await k.eventually(lambda: _condition(cp, upgrade, "Effective", "True"))
+    assert effective["reason"] == "CanAct"
 
     await cp.delete(resources.REMEDIES, upgrade)
     for cluster in (a, b, "member1", "member2"):
         await k.eventually(lambda c=cluster: _has(cp, c, []))  # type: ignore[misc]
+
+
+async def test_empty_decision_matches_never_act_and_say_so(
+        controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
+    (a,) = await _clusters(cp, cleanup, 1)
+    await k.set_condition(cp, a, "False")
+    never = k.unique("never")
+    await cp.create(resources.REMEDIES, {  # accepted by the API server, as in Karmada
+        "apiVersion": resources.REMEDIES.api_version, "kind": "Remedy",
+        "metadata": {"name": never},
+        "spec": {"clusterAffinity": {"clusterNames": [a]}, "decisionMatches": [],
+                 "actions": TC}})
+    cleanup["remedies"].append(never)
+    controllers()
+    effective = await k.eventually(lambda: _condition(cp, never, "Effective", "False"))
+    assert effective["reason"] == "NeverMatches"
+    assert effective["observedGeneration"] == 1
+    assert await k.actions(cp, a) == []
+    table = await cp.table(resources.REMEDIES)  # what kubectl get remedies shows
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    (row,) = [r["cells"] for r in table["rows"] if r["cells"][0] == never]
+    assert dict(zip(columns, row, strict=True))["Effective"] == "False"
+    # the same Remedy without decisionMatches acts immediately
+    await cp.patch(resources.REMEDIES, never, {"spec": {"decisionMatches": None}})
+    await k.eventually(lambda: _has(cp, a, TC))
+    await k.eventually(lambda: _condition(cp, never, "Effective", "True"))
+
+
+async def _condition(cp: kube.ApiClient, remedy: str, ctype: str,
+                     value: str) -> dict[str, Any] | None:
+    st = (await cp.get(resources.REMEDIES, remedy)).get("status") or {}
+    found = next((c for c in st.get("conditions") or [] if c["type"] == ctype), None)
+    return found if found is not None and found["status"] == value else None
 
 
 async def test_unknown_cluster_reported_on_remedy(controllers: Start, cp: kube.ApiClient,

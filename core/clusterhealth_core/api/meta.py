@@ -5,6 +5,11 @@ update conditions on the same object.  The helpers here keep
 ``lastTransitionTime`` honest (it moves only when the status flips), which is
 what failover and flap-damping decisions are timed from, and format times the
 way ``metav1.Time`` does (RFC 3339, UTC, whole seconds).
+
+Condition messages are bounded (:func:`join_limited`, :func:`bound_message`):
+the API server rejects a whole status write (422) when one message exceeds
+:data:`MAX_CONDITION_MESSAGE` characters, so a list of names that grows with
+the user's input (3,000 unknown clusters) must never go into a message whole.
 """
 
 import dataclasses
@@ -25,6 +30,48 @@ CONDITION_TYPE_PATTERN = (
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 """metav1.Condition ``reason``: a CamelCase word."""
+
+MAX_CONDITION_MESSAGE = 32768
+"""Characters the API server accepts in a condition ``message`` (metav1.Condition)."""
+
+MESSAGE_BUDGET = 1024
+"""Characters a list of names may take in a message meant for people (see :func:`join_limited`)."""
+
+ELLIPSIS = "\u2026"
+
+
+def join_limited(items: Iterable[str], budget: int = MESSAGE_BUDGET, separator: str = ", ") -> str:
+    """Join ``items`` within ``budget`` characters: ``a, b, c … and 2997 more``.
+
+    All items when they fit; otherwise as many as fit, in order, followed by
+    how many were left out.  The result is at most ``budget`` characters long
+    (unless ``budget`` is too small even for the count).
+    """
+    names = list(items)
+    whole = separator.join(names)
+    if len(whole) <= budget:
+        return whole
+    reserve = len(f" {ELLIPSIS} and {len(names)} more")
+    shown: list[str] = []
+    length = 0
+    for name in names:
+        add = len(name) + (len(separator) if shown else 0)
+        if length + add > budget - reserve:
+            break
+        shown.append(name)
+        length += add
+    left_out = len(names) - len(shown)
+    return f"{separator.join(shown)} {ELLIPSIS} and {left_out} more".lstrip()
+
+
+def bound_message(message: str, limit: int = MAX_CONDITION_MESSAGE) -> str:
+    """``message``, cut to at most ``limit`` characters, saying how much was left out."""
+    if len(message) <= limit:
+        return message
+    suffix = f" {ELLIPSIS} (cut from {len(message)} characters)"
+    if len(suffix) >= limit:
+        return message[:limit]
+    return message[:limit - len(suffix)] + suffix
 
 
 def parse_time(value: str) -> datetime.datetime:

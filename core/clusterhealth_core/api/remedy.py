@@ -5,6 +5,12 @@ these decision matches (or immediately, when there are none), perform these
 actions".  The remedy controller evaluates it per Cluster.  Beyond Karmada,
 the Remedy has a status listing the clusters it is currently active on, so an
 operator can see what a Remedy is doing without reading every Cluster.
+
+Absent and empty mean different things, as in Karmada's controller: an absent
+``clusterAffinity`` selects every cluster, a present one exactly its
+``clusterNames`` (none when empty); absent ``decisionMatches`` act
+immediately, an empty list never matches.  The controller tells the user
+about the two "never" cases with a condition on the Remedy.
 """
 
 import dataclasses
@@ -12,6 +18,10 @@ import datetime
 import enum
 
 from clusterhealth_core.api import groups, meta, wire
+
+MAX_ACTIVE_CLUSTERS = 1000
+"""Entries of ``status.activeClusters`` at most (``maxItems``); the total is in
+``status.activeClusterCount``."""
 
 
 class ClusterConditionOperator(enum.StrEnum):
@@ -31,11 +41,11 @@ class RemedyAction(enum.StrEnum):
 class ClusterAffinity(wire.Model):
     """The clusters a Remedy applies to.
 
-    An absent ``spec.clusterAffinity``, or one with no ``clusterNames``,
-    selects every cluster (the API's documented meaning: "if empty, all
-    clusters will be selected"; Karmada's controller selects none for a
-    present-but-empty list).  ``clusterNames`` is a set: duplicates are
-    rejected by the API server.
+    An absent ``spec.clusterAffinity`` selects every cluster; a present one
+    selects exactly its ``clusterNames``, so ``{}`` or ``clusterNames: []``
+    select no cluster (Karmada's controller behaves so, whatever the API's
+    comment "if empty, all clusters will be selected" suggests).
+    ``clusterNames`` is a set: duplicates are rejected by the API server.
     """
 
     cluster_names: tuple[str, ...] = dataclasses.field(
@@ -78,13 +88,13 @@ class RemedySpec(wire.Model):
     cluster_affinity: ClusterAffinity | None = dataclasses.field(
         default=None, metadata=wire.json("clusterAffinity")
     )
-    decision_matches: tuple[DecisionMatch, ...] = dataclasses.field(
-        default=(), metadata=wire.json("decisionMatches", min_items=1)
+    decision_matches: tuple[DecisionMatch, ...] | None = dataclasses.field(
+        default=None, metadata=wire.json("decisionMatches")
     )
-    """Any match triggers the actions; absent means act immediately.
+    """Any match triggers the actions; None (absent) means act immediately.
 
-    An empty list is rejected: Karmada treats ``[]`` as "never" but an absent
-    field as "immediately", a difference too subtle to accept silently.
+    An empty list is accepted and never matches (Karmada's meaning), the
+    opposite of absent; the controller reports it on the Remedy.
     """
     actions: tuple[RemedyAction, ...] = dataclasses.field(default=(), metadata=wire.json("actions"))
 
@@ -110,8 +120,14 @@ class RemedyStatus(wire.Model):
     )
     active_clusters: tuple[ActiveCluster, ...] = dataclasses.field(
         default=(),
-        metadata=wire.json("activeClusters", list_type="map", list_map_keys=("cluster",)),
+        metadata=wire.json("activeClusters", max_items=MAX_ACTIVE_CLUSTERS, list_type="map",
+                           list_map_keys=("cluster",)),
     )
+    """The first :data:`MAX_ACTIVE_CLUSTERS` clusters (by name) the Remedy acts on."""
+    active_cluster_count: int = dataclasses.field(
+        default=0, metadata=wire.json("activeClusterCount", fmt="int64", minimum=0)
+    )
+    """How many clusters the Remedy acts on, also those beyond ``activeClusters``."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

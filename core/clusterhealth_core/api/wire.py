@@ -54,6 +54,7 @@ def json(
     minimum: int | None = None,
     maximum: int | None = None,
     min_items: int | None = None,
+    max_items: int | None = None,
     list_type: str | None = None,
     list_map_keys: tuple[str, ...] = (),
 ) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def json(
 
     Scalar constraints (``pattern``, lengths, ``fmt``, bounds) apply to the
     scalar leaf, i.e. to each item of a list or value of a map.  ``min_items``,
-    ``list_type`` (``atomic``/``set``/``map``) and ``list_map_keys`` apply to
+    ``max_items``, ``list_type`` (``atomic``/``set``/``map``) and ``list_map_keys`` apply to
     the list itself.  ``const`` pins ``apiVersion``/``kind``.
     """
     if list_map_keys and list_type != "map":
@@ -78,6 +79,7 @@ def json(
         "minimum": minimum,
         "maximum": maximum,
         "min_items": min_items,
+        "max_items": max_items,
         "list_type": list_type,
     }
     meta.update({key: value for key, value in options.items() if value is not None})
@@ -316,6 +318,9 @@ def _decode_list(
     min_items = meta.get("min_items")
     if min_items is not None and len(raw) < min_items:
         raise ValidationError(path, f"must have at least {min_items} item(s)")
+    max_items = meta.get("max_items")
+    if max_items is not None and len(raw) > max_items:
+        raise ValidationError(path, f"must have at most {max_items} item(s)")
     item_type = typing.get_args(tp)[0]
     items = tuple(
         _decode_value(item_type, item, f"{path}[{index}]", meta, strict)

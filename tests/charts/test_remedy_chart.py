@@ -392,6 +392,7 @@ def _expected_grants(event_namespace: str = "default", lease: str = RELEASE,
         (namespace, "coordination.k8s.io", "leases", "create", ()),
         (namespace, "coordination.k8s.io", "leases", "get", (lease,)),
         (namespace, "coordination.k8s.io", "leases", "update", (lease,)),
+        (namespace, "coordination.k8s.io", "leases", "watch", (lease,)),
     }
 
 

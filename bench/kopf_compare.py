@@ -47,7 +47,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from bench import remedy, report, takeover
+from bench import remedy, report, runtime, takeover
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment
@@ -66,8 +66,13 @@ LEASE_NAMESPACE = "default"
 
 # --- the two controllers ------------------------------------------------------------------
 
+KOPF_RUNTIME = ("kopf>=1.45,<1.46",)
+"""kopf in a virtualenv of its own with the runtime dependencies (bench/runtime.py)."""
+
+
 def _kopf(env: environment.LocalEnvironment, workers: int) -> list[str]:
-    return [sys.executable, "-m", "bench.kopf_remedy", "--kubeconfig", str(env.kubeconfig()),
+    return [runtime.python(KOPF_RUNTIME), "-m", "bench.kopf_remedy",
+            "--kubeconfig", str(env.kubeconfig()),
             "--workers", str(workers), "--liveness",
             f"http://127.0.0.1:{environment.free_port('127.0.0.1')}/healthz"]
 

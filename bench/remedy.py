@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bench import report, takeover
+from bench import report, runtime, takeover
 from clusterhealth_core import status
 from clusterhealth_core.api import remedy as remedy_api
 from clusterhealth_core.kube import client as kube
@@ -70,7 +70,7 @@ class Implementation:
 
 
 def _ours(env: environment.LocalEnvironment, workers: int) -> list[str]:
-    return [sys.executable, "-m", "clusterhealth_remedy", "--kubeconfig", str(env.kubeconfig()),
+    return [runtime.python(), "-m", "clusterhealth_remedy", "--kubeconfig", str(env.kubeconfig()),
             "--bind-address", "127.0.0.1", "--healthz-port",
             str(environment.free_port("127.0.0.1")), "--workers", str(workers),
             "--leader-elect", "false"]

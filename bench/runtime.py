@@ -29,15 +29,19 @@ def _cache() -> pathlib.Path:
     return pathlib.Path(base)
 
 
-def requirements() -> list[str]:
-    """The runtime dependencies of the project, plus :data:`EXTRA`."""
+def requirements(extra: tuple[str, ...] = EXTRA) -> list[str]:
+    """The runtime dependencies of the project, plus ``extra``."""
     project = tomllib.loads((takeover.REPO / "pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], *EXTRA]
+    return [*project["dependencies"], *extra]
 
 
-def python() -> str:
-    """The interpreter of the runtime-only virtualenv (made on first use)."""
-    wanted = requirements()
+def python(extra: tuple[str, ...] = EXTRA) -> str:
+    """The interpreter of a runtime-only virtualenv with ``extra`` (made on first use).
+
+    The kopf prototype gets its own (``extra=("kopf>=1.45,<1.46",)``): kopf
+    brings ``click``, which would change what httpx imports in ours.
+    """
+    wanted = requirements(extra)
     digest = hashlib.sha256("\n".join(sorted(wanted)).encode()).hexdigest()[:12]
     venv = _cache() / f"bench-runtime-{digest}"
     interpreter = venv / "bin" / "python"

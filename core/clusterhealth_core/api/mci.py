@@ -14,6 +14,18 @@ from clusterhealth_core.api import groups, meta, wire
 QUALIFIED_NAME_PATTERN = meta.CONDITION_TYPE_PATTERN
 """``foo.example.com/CamelCase`` or ``CamelCase`` (IngressPortStatus.error)."""
 
+# Bounds of the status lists (``maxItems`` in the CRD).  A controller writing
+# more than these gets 422 for the whole status, so writers cut their lists
+# to these sizes and say in a condition what was left out.
+MAX_CLUSTERS = 1024
+"""``trafficBlockClusters`` and each ``serviceLocations[].clusters``."""
+MAX_SERVICE_LOCATIONS = 256
+"""``serviceLocations``: one entry per backend Service of the MCI."""
+MAX_CONDITIONS = 8
+"""``conditions`` (as in the Gateway API's status conditions)."""
+MAX_LOAD_BALANCER_INGRESS = 16
+"""``loadBalancer.ingress`` and each entry's ``ports``."""
+
 
 class PathType(enum.StrEnum):
     """networking.k8s.io/v1 PathType."""
@@ -167,7 +179,8 @@ class IngressLoadBalancerIngress(wire.Model):
     ip: str | None = dataclasses.field(default=None, metadata=wire.json("ip"))
     hostname: str | None = dataclasses.field(default=None, metadata=wire.json("hostname"))
     ports: tuple[IngressPortStatus, ...] = dataclasses.field(
-        default=(), metadata=wire.json("ports", list_type="atomic")
+        default=(),
+        metadata=wire.json("ports", list_type="atomic", max_items=MAX_LOAD_BALANCER_INGRESS),
     )
 
 
@@ -176,7 +189,8 @@ class IngressLoadBalancerStatus(wire.Model):
     """The load balancer's ingress points."""
 
     ingress: tuple[IngressLoadBalancerIngress, ...] = dataclasses.field(
-        default=(), metadata=wire.json("ingress", list_type="atomic")
+        default=(),
+        metadata=wire.json("ingress", list_type="atomic", max_items=MAX_LOAD_BALANCER_INGRESS),
     )
 
 
@@ -185,7 +199,9 @@ class ServiceLocation(wire.Model):
     """The member clusters running one backend Service."""
 
     name: str = dataclasses.field(metadata=wire.json("name", min_length=1))
-    clusters: tuple[str, ...] = dataclasses.field(default=(), metadata=wire.json("clusters"))
+    clusters: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=wire.json("clusters", max_items=MAX_CLUSTERS)
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -196,14 +212,17 @@ class MultiClusterIngressStatus(wire.Model):
         default_factory=IngressLoadBalancerStatus, metadata=wire.json("loadBalancer")
     )
     traffic_block_clusters: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("trafficBlockClusters")
+        default=(), metadata=wire.json("trafficBlockClusters", max_items=MAX_CLUSTERS)
     )
     service_locations: tuple[ServiceLocation, ...] = dataclasses.field(
         default=(),
-        metadata=wire.json("serviceLocations", list_type="map", list_map_keys=("name",)),
+        metadata=wire.json("serviceLocations", list_type="map", list_map_keys=("name",),
+                           max_items=MAX_SERVICE_LOCATIONS),
     )
     conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
+        default=(),
+        metadata=wire.json("conditions", list_type="map", list_map_keys=("type",),
+                           max_items=MAX_CONDITIONS),
     )
 
 

@@ -129,9 +129,19 @@ class InvalidSpec(ProviderError):
 class RouteConflict(ProviderError):
     """A host and path of the spec is already served for another MCI."""
 
+    def __init__(self, message: str, holders: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.holders = tuple(holders)
+        """The keys of the MCIs serving the contested hosts and paths."""
+
 
 class CapacityExceeded(ProviderError):
     """The load balancer has no room left (backend slots or servers per slot)."""
+
+    def __init__(self, message: str, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
+        """The provider setting to raise (``servers_per_slot``, ``slots``), when one would."""
 
 
 def backend_key(service: str, port: str) -> str:

@@ -233,9 +233,9 @@ class FakeProvider(base.Provider):
     def _apply(self, spec: base.LoadBalancerSpec) -> base.LoadBalancerStatus:
         plan.validate(spec)
         entries = plan.route_entries(spec)
-        clash = plan.conflicts(self._owners, spec.key, entries)
-        if clash:
-            raise base.RouteConflict(f"{spec.key}: " + "; ".join(clash))
+        clash = plan.route_conflict(self._owners, spec.key, entries)
+        if clash is not None:
+            raise clash
         for entry, owner in list(self._owners.items()):
             if owner == spec.key and entry not in entries:
                 del self._owners[entry]

@@ -43,6 +43,11 @@ DRAIN = "drain"
 MAINT = "maint"
 """An endpoint out of the load balancer."""
 
+_BAD_SEQUENCES = ("//", "/./", "/../", "%2f", "%2F")
+_BAD_SUFFIXES = ("/..", "/.")
+_REGEX = re.compile(r"[\^$()\[\]{}*+?|\\]")
+"""Characters that make an ImplementationSpecific path look like a regular expression or a
+glob (``/api/.*``, ``/static/*``): matched as a Prefix they would never match what was meant."""
 _HOST = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PATH = re.compile(r"^/[!-~]*$")  # printable ASCII, no space: map keys are space-separated
 _NAME = re.compile(r"^[!-~]+$")
@@ -91,6 +96,7 @@ def validate(spec: base.LoadBalancerSpec) -> None:
         if not _PATH.match(route.path):
             problems.append(f"{where}: the path must start with '/' and be printable ASCII "
                             "without spaces")
+        problems += _path_problems(where, route)
         if route.host is not None and not _HOST.match(route.host.lower()):
             problems.append(f"{where}: {route.host!r} is not a DNS name (or '*.' + a DNS name)")
     for cluster, weight in spec.cluster_weights.items():
@@ -99,6 +105,24 @@ def validate(spec: base.LoadBalancerSpec) -> None:
                             f"{base.MIN_WEIGHT}..{base.MAX_WEIGHT}")
     if problems:
         raise base.InvalidSpec(f"{spec.key}: " + "; ".join(problems))
+
+
+def _path_problems(where: str, route: base.Route) -> list[str]:
+    """Kubernetes' Ingress path rules, and the paths matching as a Prefix would betray."""
+    found = []
+    if route.path_type in ("Exact", "Prefix"):
+        # What the Ingress API refuses for these types (requests are matched as sent, so
+        # such a path would never match a normalised request path).
+        found += [f"{where}: a {route.path_type} path must not contain {seq!r}"
+                  for seq in _BAD_SEQUENCES if seq in route.path]
+        found += [f"{where}: a {route.path_type} path cannot end with {suffix!r}"
+                  for suffix in _BAD_SUFFIXES if route.path.endswith(suffix)]
+    elif route.path_type == "ImplementationSpecific" and _REGEX.search(route.path):
+        found.append(f"{where}: this load balancer matches ImplementationSpecific paths as "
+                     "Prefix, and this one looks like a regular expression or a glob, which "
+                     "it cannot serve; write the longest literal prefix with pathType Prefix "
+                     "(for example /static for /static/*)")
+    return found
 
 
 def route_entries(spec: base.LoadBalancerSpec) -> dict[MapEntry, str]:
@@ -167,6 +191,18 @@ def conflicts(
         if owner is not None and owner != spec_key:
             found.append(f"{entry.map} {entry.key!r} is served for {owner}")
     return found
+
+
+def route_conflict(
+    owners: Mapping[MapEntry, str], spec_key: str, entries: Iterable[MapEntry]
+) -> base.RouteConflict | None:
+    """The error for ``spec_key`` claiming entries another MCI owns (``None``: no clash)."""
+    wanted = sorted(entries)
+    clash = conflicts(owners, spec_key, wanted)
+    if not clash:
+        return None
+    holders = sorted({owners[e] for e in wanted if owners.get(e) not in (None, spec_key)})
+    return base.RouteConflict(f"{spec_key}: " + "; ".join(clash), holders)
 
 
 def server_weights(spec: base.LoadBalancerSpec, backend: base.Backend) -> dict[base.Endpoint, int]:

@@ -244,12 +244,14 @@ async def test_capacity_limits(
     lb = await lb_factory(slots=2, servers_per_slot=2)
     p = provider_factory(lb)
     made = [await backends(f"b{i}", f"member{i}") for i in range(3)]
-    with pytest.raises(base.CapacityExceeded, match="servers_per_slot"):
+    with pytest.raises(base.CapacityExceeded, match="3 endpoints, a slot holds 2") as caught:
         await p.ensure_load_balancer(web(made))
+    assert caught.value.setting == "servers_per_slot"
     three = lbkit.spec("shop/web", [(HOST, f"/{i}", "Prefix", f"s{i}:80") for i in range(3)],
                        {f"s{i}:80": lbkit.backend(f"s{i}", "80", [made[i]]) for i in range(3)})
-    with pytest.raises(base.CapacityExceeded, match="slots"):
+    with pytest.raises(base.CapacityExceeded, match="slots") as caught:
         await p.ensure_load_balancer(three)
+    assert caught.value.setting == "slots"
     assert await p.get_load_balancer("shop/web") is None
     assert map_entries(lb) == {name: set() for name in lb.layout.map_files}
 

@@ -84,10 +84,41 @@ def test_conflicts_name_the_owner() -> None:
     (("shop.example.com", "/api", "Regex", "api:80"), "path type"),
     (("shop_example.com", "/api", "Prefix", "api:80"), "not a DNS name"),
     (("shop.example.com:80", "/api", "Prefix", "api:80"), "not a DNS name"),
+    # Kubernetes' Ingress rules for Exact and Prefix paths
+    (("shop.example.com", "/a//b", "Prefix", "api:80"), "must not contain '//'"),
+    (("shop.example.com", "/a/../b", "Exact", "api:80"), "must not contain '/../'"),
+    (("shop.example.com", "/a%2Fb", "Prefix", "api:80"), "must not contain '%2F'"),
+    (("shop.example.com", "/a/..", "Prefix", "api:80"), "cannot end with '/..'"),
+    # ImplementationSpecific is served as Prefix: a regular expression or glob is refused
+    (("shop.example.com", "/api/.*", "ImplementationSpecific", "api:80"),
+     "looks like a regular expression"),
+    (("shop.example.com", "/static/*", "ImplementationSpecific", "api:80"), "for example"),
+    (("shop.example.com", "/(v1|v2)/", "ImplementationSpecific", "api:80"), "Prefix"),
 ])
 def test_invalid_routes(route: tuple[str | None, str, str, str], problem: str) -> None:
     with pytest.raises(base.InvalidSpec, match=problem):
         plan.validate(_spec(route))
+
+
+@pytest.mark.parametrize("route", [
+    ("shop.example.com", "/.well-known/acme", "Prefix", "api:80"),
+    ("shop.example.com", "/a.b/c-d_e~f", "Exact", "api:80"),
+    ("shop.example.com", "/api/v1.2", "ImplementationSpecific", "api:80"),
+    ("shop.example.com", "/a//b", "ImplementationSpecific", "api:80"),  # only Exact/Prefix
+])
+def test_valid_unusual_paths(route: tuple[str | None, str, str, str]) -> None:
+    plan.validate(_spec(route))
+
+
+def test_route_conflict_names_the_holders() -> None:
+    entries = plan.route_entries(_spec((None, "/", "Prefix", "default:80"),
+                                       ("a.example", "/x", "Exact", "default:80")))
+    owners = {plan.MapEntry("prefix", "/"): "ns/b", plan.MapEntry("exact", "a.example/x"): "ns/a"}
+    clash = plan.route_conflict(owners, "ns/mci", entries)
+    assert clash is not None
+    assert clash.holders == ("ns/a", "ns/b")
+    assert "served for ns/a" in str(clash) and "served for ns/b" in str(clash)
+    assert plan.route_conflict({}, "ns/mci", entries) is None
 
 
 def test_invalid_backends_and_weights() -> None:

@@ -181,8 +181,9 @@ async def test_route_conflict(world: tuple[Harness, dict[str, lbkit.Backend]]) -
     await harness.provider.ensure_load_balancer(shop(made))
     thief = lbkit.spec("other/thief", [(HOST, "/api", "Prefix", "web:80")],
                        {"web:80": lbkit.backend("web", "80", [made["web-2"]])})
-    with pytest.raises(base.RouteConflict, match="served for shop/front"):
+    with pytest.raises(base.RouteConflict, match="served for shop/front") as caught:
         await harness.provider.ensure_load_balancer(thief)
+    assert caught.value.holders == ("shop/front",)
     assert await harness.provider.get_load_balancer("other/thief") is None
     assert await harness.answers(HOST, "/api") == {"api-1", "api-2"}
     # Once the owner lets go, the other MCI can have the route.

@@ -309,11 +309,12 @@ class HAProxyProvider(base.Provider):
             if len(set(wanted.endpoints)) > limit:
                 raise base.CapacityExceeded(
                     f"{spec.key}: backend {key} has {len(set(wanted.endpoints))} endpoints, "
-                    f"a slot has {limit} servers (HAProxyLayout.servers_per_slot)")
+                    f"a slot holds {limit} servers (HAProxyLayout.servers_per_slot)",
+                    setting="servers_per_slot")
         entries = plan.route_entries(spec)
-        clash = plan.conflicts(self._owners, spec.key, entries)
-        if clash:
-            raise base.RouteConflict(f"{spec.key}: " + "; ".join(clash))
+        clash = plan.route_conflict(self._owners, spec.key, entries)
+        if clash is not None:
+            raise clash
         missing = [b for b in sorted(spec.backends) if (spec.key, b) not in self._slot_of]
         releasing = {(s.mci, s.backend): s for s in self._slots.values() if s.releasing}
         fresh = [b for b in missing if (spec.key, b) not in releasing
@@ -322,7 +323,7 @@ class HAProxyProvider(base.Provider):
         if len(fresh) > len(free):
             raise base.CapacityExceeded(
                 f"{spec.key}: needs {len(fresh)} more backend slots, {len(free)} free of "
-                f"{self.layout.slots} (HAProxyLayout.slots)")
+                f"{self.layout.slots} (HAProxyLayout.slots)", setting="slots")
         # Commit.
         for (mci, backend), index in list(self._slot_of.items()):
             if mci == spec.key and backend not in spec.backends:
@@ -484,7 +485,8 @@ class HAProxyProvider(base.Provider):
                             endpoint.address, endpoint.port, assigned.address, assigned.port)
                 return number
         raise base.CapacityExceeded(
-            f"{self.layout.slot_name(slot.index)}: no server left for {endpoint}")
+            f"{self.layout.slot_name(slot.index)}: no server left for {endpoint}",
+            setting="servers_per_slot")
 
     async def _start_server(self, index: int, number: int, endpoint: base.Endpoint,
                             weight: int) -> None:

@@ -40,7 +40,8 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> ba
     except ValueError as exc:
         raise StartupError(f"HAProxy layout: {exc}") from exc
     return haproxy_provider.HAProxyProvider(settings.haproxy_socket, layout,
-                                            drain_timeout=settings.drain_timeout, clock=clock)
+                                            drain_timeout=settings.drain_timeout, clock=clock,
+                                            monitor_interval=settings.haproxy_monitor_interval)
 
 
 async def serve(settings: mci_settings.MCISettings) -> None:
@@ -53,25 +54,26 @@ async def serve(settings: mci_settings.MCISettings) -> None:
         await runner.check_served(api, [resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS],
                                   INSTALL_HINT)
         provider = make_provider(settings, clock)
+        controller_settings = controller.ControllerSettings(
+            ingress_class=settings.ingress_class,
+            default_class=settings.default_class,
+            fail_open=settings.fail_open,
+            workers=settings.workers,
+            resync_period=settings.resync_period,
+            cluster_secret_namespace=settings.cluster_secret_namespace,
+            drain_timeout=settings.drain_timeout,
+        )
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
-            make=lambda term: controller.MCIController(
-                term.api, provider,
-                controller.ControllerSettings(
-                    ingress_class=settings.ingress_class,
-                    default_class=settings.default_class,
-                    fail_open=settings.fail_open,
-                    workers=settings.workers,
-                    resync_period=settings.resync_period,
-                ),
-                mci_metrics, clock,
-            ),
+            make=lambda term: controller.MCIController(term, provider, controller_settings,
+                                                       mci_metrics),
             leader_gauge=mci_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
-            term=runner.TermSettings("clusterhealth-mci-provider"),
+            term=runner.TermSettings(controller.COMPONENT),
+            on_stop=mci_metrics.clear,  # the next leader reports the MCIs now
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
-                                      port=settings.healthz_port)
+                                      port=settings.healthz_port, tls=settings.tls)
         server.add_liveness("leader-election", replica.alive)
         server.add_readiness("controller", replica.ready)
         try:

@@ -1,38 +1,81 @@
 """The MultiClusterIngress controller: status, finalizer, and the load balancer.
 
-Keyed by MCI (``namespace/name``).  An MCI is reconciled when it changes,
-when a Cluster's ``remedyActions`` or membership change, when a referenced
-Service or its EndpointSlices change in any member, and on every resync.
-A reconcile computes a :class:`~clusterhealth_mci.plan.Plan` from the caches,
-asks the provider to converge, and server-side-applies the status fields it
-owns (``serviceLocations``, ``trafficBlockClusters``, ``loadBalancer`` and its
-conditions).  A finalizer makes sure deleting an MCI removes its load-balancer
-configuration first.  Only MCIs of our ingress class are served.
+Keyed by MCI (``namespace/name``), on the core's controller runtime
+(:class:`clusterhealth_core.runtime.Controller`, named ``mci``).  An MCI is
+reconciled when it changes, when a Cluster's ``remedyActions`` change (the
+MCIs located there), when a referenced Service or its EndpointSlices change
+in any member, when an MCI it shares a host and path with changes, and on
+every resync.  A reconcile computes a :class:`~clusterhealth_mci.plan.Plan`
+from the caches, asks the provider to converge, and server-side-applies the
+status fields it owns (``serviceLocations``, ``trafficBlockClusters``,
+``loadBalancer`` and its conditions).  A finalizer makes sure deleting an MCI
+removes its load-balancer configuration first.  Only MCIs of our ingress
+class are served.
+
+Errors the user must fix are not retried: the reconcile raises a
+:class:`SpecError` (a :class:`~clusterhealth_core.runtime.TerminalError`)
+and :meth:`MCIController.on_terminal` writes ``LoadBalancerReady=False``
+with the reason and a Warning Event into the MCI's namespace; the key then
+waits until something it depends on changes:
+
+* ``InvalidSpec``: a path or host the load balancer cannot serve;
+* ``RouteConflict``: a host and path another MCI already serves.  The older
+  MCI (``creationTimestamp``, then ``namespace/name``: the Gateway API's
+  rule) keeps it, whichever was programmed first, so the outcome is the
+  same after a restart;
+* ``CapacityExceeded``: more endpoints than a backend slot holds, or no
+  free slot;
+* ``PortNotFound``: the backend's Service port exists in none of the
+  clusters running the Service.
+
+The load balancer keeps what it served for that MCI before (if anything)
+until the controller restarts.  Everything else (API server or HAProxy
+unreachable, conflicts on write) is retried with the runtime's backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_core import clock as clocks
-from clusterhealth_core import events, status, workqueue
-from clusterhealth_core.api import mci, meta
-from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, informer, resources
-from clusterhealth_mci import bindings, members, metrics, plan
+from clusterhealth_core import members as pool_members
+from clusterhealth_core import reconcile as runtime
+from clusterhealth_core import runner, status
+from clusterhealth_core.api import mci as mci_api
+from clusterhealth_core.api import meta
+from clusterhealth_core.kube import informer, resources
+from clusterhealth_mci import bindings, members, messages, metrics, plan
 from clusterhealth_mci.providers import base
+from clusterhealth_mci.providers import plan as routing
 
 log = logging.getLogger(__name__)
 
-FIELD_MANAGER = "clusterhealth-mci-provider"
+CONTROLLER = "mci"
+COMPONENT = "clusterhealth-mci-provider"
+FIELD_MANAGER = COMPONENT
 FINALIZER = "networking.karmada.io/clusterhealth-load-balancer"
 CONDITION_FAIL_OPEN = "FailOpen"
 CONDITION_LB_READY = "LoadBalancerReady"
+INVALID_SPEC = "InvalidSpec"
+ROUTE_CONFLICT = "RouteConflict"
+CAPACITY_EXCEEDED = "CapacityExceeded"
+PORT_NOT_FOUND = "PortNotFound"
+OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
+CAPACITY_SETTINGS = {
+    "servers_per_slot": "--haproxy-servers-per-slot (chart value haproxy.serversPerSlot)",
+    "slots": "--haproxy-slots (chart value haproxy.slots)",
+}
+"""The flag raising each provider limit; the HAProxy configuration must be rendered for it."""
+
+cluster_fields = informer.keep_fields(
+    "spec.apiEndpoint", "spec.secretRef", "spec.insecureSkipTLSVerification", "spec.proxyURL",
+    "spec.proxyHeader", "status.remedyActions")
+"""What the controller reads of a Cluster: how to reach it, and its remedy actions."""
+secret_fields = informer.keep_fields("type", "data")
+"""What it reads of a cluster Secret: the credentials."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,63 +87,155 @@ class ControllerSettings:
     fail_open: bool = True
     workers: int = 2
     resync_period: float = 300.0
+    cluster_secret_namespace: str = "karmada-cluster"
+    """The only namespace whose Secrets (the Clusters' credentials) are read and watched."""
+    drain_timeout: float = 30.0
+    """The provider's drain timeout: slots freed by a deleted MCI are free after it."""
+    member_load_timeout: float = 10.0
+    """How long the start waits for the members' caches before the first resync."""
+
+
+class SpecError(runtime.TerminalError):
+    """The MCI cannot be served as it is; the plan (if one was made) goes into the status."""
+
+    def __init__(self, reason: str, message: str, decided: plan.Plan | None = None) -> None:
+        super().__init__(reason, message)
+        self.plan = decided
 
 
 class MCIController:
-    """Caches, queue and reconcile of MultiClusterIngresses."""
+    """Caches, the ``mci`` controller and the reconcile of MultiClusterIngresses."""
 
-    def __init__(self, api: kube.ApiClient, provider: base.Provider,
-                 settings: ControllerSettings, mci_metrics: metrics.MCIMetrics,
-                 clock: clocks.Clock) -> None:
-        self.api = api
+    def __init__(self, term: runner.Term, provider: base.Provider,
+                 settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
+        self.api = term.api
         self.provider = provider
         self.settings = settings
         self.metrics = mci_metrics
-        self.clock = clock
-        self.recorder = events.EventRecorder(api, "clusterhealth-mci-provider", clock)
-        self.mcis = informer.Informer(api, resources.MULTI_CLUSTER_INGRESSES)
-        self.clusters = informer.Informer(api, resources.CLUSTERS)
-        self.members = members.Members(api, self._member_changed)
-        self.bindings = bindings.Bindings(api, self._service_changed)
-        self.queue = workqueue.WorkQueue()
+        self.clock = term.clock
+        self.recorder = term.recorder
+        self.mcis = term.informers.informer(resources.MULTI_CLUSTER_INGRESSES)
+        self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_fields)
+        self.secrets = term.informers.informer(
+            resources.SECRETS, namespace=settings.cluster_secret_namespace,
+            transform=secret_fields)
+        self.pool = pool_members.MemberClients(term.api, secrets=self.secrets,
+                                               user_agent="clusterhealth-mci")
+        self.members = members.MemberCaches(
+            self.pool, self._clusters_by_name, self._member_changed, clock=self.clock,
+            settings=term.informers.settings,
+            secret_namespace=settings.cluster_secret_namespace)
+        self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
+        self.controller = runtime.Controller(
+            CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=self.clock,
+            settings=runtime.ControllerSettings(workers=settings.workers),
+            on_terminal=self.on_terminal)
         self.specs: dict[str, base.LoadBalancerSpec] = {}
+        """What the provider serves, by MCI (the last spec it accepted)."""
         self.fail_open: dict[str, bool] = {}
-        self._members_dirty = asyncio.Event()
+        self.failed: dict[str, str] = {}
+        """MCI -> the reason it is not served (terminal errors only)."""
+        self._analysis: dict[str, plan.Analysis] = {}
+        self._claimants: dict[routing.MapEntry, set[str]] = {}
+        self._by_service: dict[tuple[str, str], set[str]] = {}
+        self._located: dict[str, frozenset[str]] = {}
+        self._reported: dict[str, tuple[str, str, str]] = {}
+        self._ready = False
         self.mcis.add_handler(self._on_mci)
         self.clusters.add_handler(self._on_cluster)
 
     @property
     def synced(self) -> bool:
-        """Whether the MCI and Cluster caches have loaded."""
-        return self.mcis.synced and self.clusters.synced
+        """Whether the caches have loaded and the load balancer was resynced once."""
+        return self._ready
 
-    # --- handlers -------------------------------------------------------
+    def _clusters_by_name(self) -> dict[str, Mapping[str, Any]]:
+        return {str(c["metadata"]["name"]): c for c in self.clusters.store.values()}
 
-    def _on_mci(self, event: str, obj: dict[str, Any], old: object) -> None:
-        self.queue.add(informer.key_of(obj))
+    # --- handlers -------------------------------------------------------------------------
+
+    def _on_mci(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = informer.key_of(obj)
+        before = self._analysis.get(key)
+        after = None if event == "DELETED" else self._analyse(key, obj)
+        self._index(key, before, after)
+        self.controller.enqueue(key)
+        if (before is None or after is None or before.claims.keys() != after.claims.keys()
+                or self._holding(old) != self._holding(obj)):
+            self._enqueue_sharers(key, before, after)
+        if event == "DELETED" or obj["metadata"].get("deletionTimestamp"):
+            self._recheck_capacity()
+
+    def _analyse(self, key: str, obj: Mapping[str, Any]) -> plan.Analysis:
+        known = self._analysis.get(key)
+        version = str(obj["metadata"].get("resourceVersion", ""))
+        if known is not None and known.version == version:
+            return known
+        return plan.analyse(key, obj)
+
+    def _index(self, key: str, before: plan.Analysis | None, after: plan.Analysis | None) -> None:
+        namespace = key.partition("/")[0]
+        for entry in before.claims if before is not None else ():
+            self._claimants.get(entry, set()).discard(key)
+            if not self._claimants.get(entry, True):
+                del self._claimants[entry]
+        for service in before.services if before is not None else ():
+            self._by_service.get((namespace, service), set()).discard(key)
+        if after is None:
+            self._analysis.pop(key, None)
+            return
+        self._analysis[key] = after
+        for entry in after.claims:
+            self._claimants.setdefault(entry, set()).add(key)
+        for service in after.services:
+            self._by_service.setdefault((namespace, service), set()).add(key)
+
+    def _holding(self, obj: Mapping[str, Any] | None) -> bool:
+        """Whether an MCI object may hold routes (ours, not being deleted)."""
+        return (obj is not None and self.ours(obj)
+                and not obj["metadata"].get("deletionTimestamp"))
+
+    def _enqueue_sharers(self, key: str, *analyses: plan.Analysis | None) -> None:
+        """Reconcile the MCIs claiming a host and path that ``key`` claims (or claimed)."""
+        for analysis in analyses:
+            for entry in analysis.claims if analysis is not None else ():
+                for other in self._claimants.get(entry, ()):
+                    if other != key:
+                        self.controller.enqueue(other)
+
+    def _recheck_capacity(self) -> None:
+        """Slots are freed after their servers drain: look at full MCIs now and after that."""
+        for key, reason in self.failed.items():
+            if reason == CAPACITY_EXCEEDED:
+                self.controller.enqueue(key)
+                self.controller.enqueue_after(key, self.settings.drain_timeout + 1.0)
 
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event != "MODIFIED" or members.access_of(obj) != members.access_of(old or {}):
-            self._members_dirty.set()
+        name = str(obj["metadata"]["name"])
+        if event != "MODIFIED" or pool_members.access_of(obj) != pool_members.access_of(old or {}):
+            self.members.mark(name)
         before = ((old or {}).get("status") or {}).get("remedyActions")
         after = (obj.get("status") or {}).get("remedyActions")
         if event != "MODIFIED" or before != after:
-            self._queue_all()
+            for key, located in self._located.items():
+                if name in located:
+                    self.controller.enqueue(key)
 
     def _service_changed(self, namespace: str, service: str) -> None:
-        self._member_changed("", namespace, service)
+        for key in self._by_service.get((namespace, service), ()):
+            self.controller.enqueue(key)
 
     def _member_changed(self, cluster: str, namespace: str, service: str) -> None:
-        for key, obj in self.mcis.store.items():
-            if not namespace or (obj["metadata"].get("namespace") == namespace
-                                 and service in _services(obj)):
-                self.queue.add(key)
+        if namespace:
+            self._service_changed(namespace, service)
+        else:  # everything about the cluster may have changed
+            self._enqueue_all()
 
-    def _queue_all(self) -> None:
+    def _enqueue_all(self) -> None:
         for key in self.mcis.store:
-            self.queue.add(key)
+            self.controller.enqueue(key)
 
-    # --- reconcile ----------------------------------------------------------
+    # --- reconcile ------------------------------------------------------------------------
 
     def ours(self, obj: Mapping[str, Any]) -> bool:
         """Whether the MCI names our ingress class (or none, when we are the default)."""
@@ -121,9 +256,7 @@ class MCIController:
 
     async def _delete(self, key: str, obj: Mapping[str, Any] | None) -> None:
         await self._timed("ensure_deleted", self.provider.ensure_load_balancer_deleted(key))
-        self.specs.pop(key, None)
-        self.fail_open.pop(key, None)
-        self.metrics.forget(key)
+        self._forget(key)
         if obj is not None and FINALIZER in (obj["metadata"].get("finalizers") or []):
             finalizers = [f for f in obj["metadata"]["finalizers"] if f != FINALIZER]
             await self.api.patch(
@@ -132,6 +265,14 @@ class MCIController:
                   "value": obj["metadata"]["resourceVersion"]},
                  {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}],
                 namespace=obj["metadata"]["namespace"], patch_type="json")
+
+    def _forget(self, key: str) -> None:
+        self.specs.pop(key, None)
+        self.fail_open.pop(key, None)
+        self.failed.pop(key, None)
+        self._reported.pop(key, None)
+        self._located.pop(key, None)
+        self.metrics.forget(key)
 
     async def _add_finalizer(self, obj: Mapping[str, Any]) -> None:
         finalizers = [*(obj["metadata"].get("finalizers") or []), FINALIZER]
@@ -142,12 +283,11 @@ class MCIController:
              {"op": "add", "path": "/metadata/finalizers", "value": finalizers}],
             namespace=obj["metadata"]["namespace"], patch_type="json")
 
-    def make_plan(self, obj: Mapping[str, Any]) -> plan.Plan:
+    def make_plan(self, obj: Mapping[str, Any], model: mci_api.MultiClusterIngress) -> plan.Plan:
         """The plan for one MCI from the current caches."""
         namespace = str(obj["metadata"]["namespace"])
-        model = mci.MultiClusterIngress.from_dict(obj)
         _, service_keys, _ = plan.routes(model.spec)
-        located = {}
+        located: dict[str, list[str]] = {}
         for name, _ in service_keys:
             bound = self.bindings.located(namespace, name)  # Karmada's way, when bound
             located[name] = bound if bound is not None else self.members.located(namespace, name)
@@ -155,56 +295,185 @@ class MCIController:
             (cluster, name, port): self.members.endpoints(cluster, namespace, name, port)
             for name, port in service_keys for cluster in located[name]
         }
+        ports: dict[tuple[str, str], list[tuple[str, int]] | None] = {}
+        for name, _ in service_keys:
+            for cluster in located[name]:
+                service = self.members.service(cluster, namespace, name)
+                ports[(cluster, name)] = None if service is None else [
+                    (str(p.get("name") or ""), int(p.get("port") or 0))
+                    for p in (service.get("spec") or {}).get("ports") or []]
+        fatal, partial = plan.port_problems(service_keys, located, ports)
         actions = {
             str(c["metadata"]["name"]): tuple((c.get("status") or {}).get("remedyActions") or [])
             for c in self.clusters.store.values()
         }
         annotations = obj["metadata"].get("annotations") or {}
+        problems = list(partial)
         try:
             weights = plan.parse_weights(annotations.get(plan.WEIGHTS_ANNOTATION))
-            problem = ""
         except ValueError as exc:
-            weights, problem = {}, f"{exc}; using equal weights"
+            weights = {}
+            problems.insert(0, f"{exc}; using equal weights")
         decided = plan.make_plan(informer.key_of(dict(obj)), model.spec, located, endpoints,
                                  actions, fail_open=self.settings.fail_open, weights=weights)
-        return dataclasses.replace(decided, problems=(problem,) if problem else ())
+        return dataclasses.replace(decided, problems=tuple(problems),
+                                   missing_ports=tuple(fatal))
 
-    async def reconcile(self, key: str) -> None:
+    def conflicts(self, key: str, analysis: plan.Analysis) -> dict[str, list[str]]:
+        """Older MCIs holding hosts and paths that ``key`` claims: holder -> routes."""
+        found: dict[str, list[str]] = {}
+        for entry, route in analysis.claims.items():
+            for other in self._claimants.get(entry, ()):
+                theirs = self._analysis.get(other)
+                if (other != key and theirs is not None and self._may_hold(other)
+                        and theirs.precedence < analysis.precedence
+                        and route not in found.setdefault(other, [])):
+                    found[other].append(route)
+        return found
+
+    def _may_hold(self, key: str) -> bool:
+        """Whether MCI ``key`` may keep routes from younger ones (servable, not failing)."""
+        obj = self.mcis.store.get(key)
+        analysis = self._analysis.get(key)
+        return (self._holding(obj) and analysis is not None and not analysis.error
+                and key not in self.failed)
+
+    async def reconcile(self, key: str) -> runtime.Result:
         """Converge the load balancer and the status of one MCI."""
         obj = self.mcis.store.get(key)
         if obj is None:
             await self._delete(key, None)
-            return
+            return runtime.DONE
         if obj["metadata"].get("deletionTimestamp") or not self.ours(obj):
             if FINALIZER in (obj["metadata"].get("finalizers") or []) or key in self.specs:
                 await self._delete(key, obj)
-            return
+                self._enqueue_sharers(key, self._analysis.get(key))
+            return runtime.DONE
         if FINALIZER not in (obj["metadata"].get("finalizers") or []):
             await self._add_finalizer(obj)
-            return  # the update event brings us back with the finalizer in place
-        decided = self.make_plan(obj)
-        lb_status = await self._timed("ensure", self.provider.ensure_load_balancer(decided.spec))
+            return runtime.DONE  # the update event brings us back with the finalizer in place
+        analysis = self._analyse(key, obj)
+        if analysis.error or analysis.model is None:
+            raise SpecError(INVALID_SPEC, analysis.error or "the spec cannot be read")
+        held = self.conflicts(key, analysis)
+        if held:
+            raise SpecError(ROUTE_CONFLICT, _conflict_message(held))
+        decided = self.make_plan(obj, analysis.model)
+        if decided.missing_ports:
+            raise SpecError(PORT_NOT_FOUND, messages.listing(
+                [*decided.missing_ports, "change the MCI's backend port or the Service"],
+                messages.MAX_CONDITION_MESSAGE), decided)
+        self._serving(key, True)
+        lb_status = await self._ensure(key, decided)
         self.specs[key] = decided.spec
+        self._located[key] = frozenset(c for _, cs in decided.service_locations for c in cs)
         await self._write_status(obj, decided, lb_status)
         self._record_metrics(key, decided, lb_status)
         if decided.fail_open != self.fail_open.get(key, False):
-            target = {"apiVersion": resources.MULTI_CLUSTER_INGRESSES.api_version,
-                      "kind": "MultiClusterIngress", **obj}
             if decided.fail_open:
-                self.recorder.record(target, "Warning", "FailOpen", _fail_open_message(decided))
+                self.recorder.record(_target(obj), "Warning", "FailOpen",
+                                     _fail_open_message(decided))
             else:
-                self.recorder.record(target, "Normal", "FailOpenEnded",
+                self.recorder.record(_target(obj), "Normal", "FailOpenEnded",
                                      "blocked clusters no longer cover every location")
         self.fail_open[key] = decided.fail_open
+        return runtime.DONE
+
+    async def _ensure(self, key: str, decided: plan.Plan) -> base.LoadBalancerStatus:
+        """Program the load balancer; take contested routes back from younger holders."""
+        for attempt in range(2):
+            try:
+                result: base.LoadBalancerStatus = await self._timed(
+                    "ensure", self.provider.ensure_load_balancer(decided.spec))
+                return result
+            except base.RouteConflict as exc:
+                # Held by an MCI that may not keep them from this one (younger, failing,
+                # or gone): it loses them; its own reconcile reports the conflict.
+                losers = [h for h in exc.holders if h != key and h not in self.conflicts(
+                    key, self._analysis[key])]
+                if attempt or not losers or len(losers) != len(exc.holders):
+                    raise SpecError(ROUTE_CONFLICT, messages.truncate(
+                        str(exc), messages.MAX_CONDITION_MESSAGE), decided) from exc
+                for loser in losers:
+                    log.info("%s: takes its routes back from %s", key, loser)
+                    await self._timed("ensure_deleted",
+                                      self.provider.ensure_load_balancer_deleted(loser))
+                    self.specs.pop(loser, None)
+                    self.controller.enqueue(loser)
+            except base.InvalidSpec as exc:
+                raise SpecError(INVALID_SPEC, _without_key(key, exc), decided) from exc
+            except base.CapacityExceeded as exc:
+                flag = CAPACITY_SETTINGS.get(exc.setting)
+                raise SpecError(CAPACITY_EXCEEDED, _without_key(key, exc) + (
+                    f"; raise {flag} and the HAProxy configuration with it, or remove "
+                    "endpoints or MCIs" if flag else ""), decided) from exc
+        raise AssertionError("unreachable")
+
+    def _serving(self, key: str, serving: bool, reason: str = "") -> None:
+        """Note whether ``key`` is served; its route sharers re-check when that changes."""
+        was = key not in self.failed
+        if serving:
+            self.failed.pop(key, None)
+            self._reported.pop(key, None)
+        else:
+            self.failed[key] = reason
+        if was != serving:
+            self._enqueue_sharers(key, self._analysis.get(key))
+
+    async def on_terminal(self, key: str, error: runtime.TerminalError) -> None:
+        """Report an MCI that cannot be served: False condition, Warning Event, no retry."""
+        obj = self.mcis.store.get(key)
+        if obj is None:
+            return
+        self._serving(key, False, error.reason)
+        decided = error.plan if isinstance(error, SpecError) else None
+        message = messages.listing(error.message.split("; "), messages.MAX_CONDITION_MESSAGE
+                                   - 70)
+        served = key in self.specs
+        note = ("; the load balancer keeps this MCI's previous configuration" if served
+                else "; the MCI is not served")
+        current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
+        desired: dict[str, Any] = (
+            decided.status_fields() if decided is not None else
+            {k: v for k, v in current.items() if k in ("serviceLocations",
+                                                         "trafficBlockClusters")})
+        if served and "loadBalancer" in current:
+            desired["loadBalancer"] = current["loadBalancer"]
+        lb_ready = meta.Condition(
+            type=CONDITION_LB_READY, status=meta.ConditionStatus.FALSE,
+            observed_generation=_generation(obj),
+            last_transition_time=self.clock.now().replace(microsecond=0),
+            reason=error.reason,
+            message=message + note)
+        others = [c for c in status.live_conditions(obj) if c.type == CONDITION_FAIL_OPEN]
+        conditions = status.keep_transition_times(status.live_conditions(obj),
+                                                  [*others, lb_ready])
+        desired["conditions"] = [c.to_dict() for c in conditions]
+        if current != desired:
+            await status.apply_status(self.api, resources.MULTI_CLUSTER_INGRESSES,
+                                      str(obj["metadata"]["name"]), desired,
+                                      field_manager=FIELD_MANAGER,
+                                      namespace=str(obj["metadata"]["namespace"]))
+        # One Event per spec and error: not again when only a resync or the status changed.
+        reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
+        if self._reported.get(key) != reported:
+            self.recorder.record(_target(obj), "Warning", error.reason, messages.listing(
+                error.message.split("; "), messages.MAX_EVENT_MESSAGE))
+        self._reported[key] = reported
 
     async def _write_status(self, obj: Mapping[str, Any], decided: plan.Plan,
                             lb_status: base.LoadBalancerStatus) -> None:
         now = self.clock.now().replace(microsecond=0)
+        generation = _generation(obj)
+        active = [f"{b}: {len(c)} cluster(s) active" for b, c in sorted(lb_status.active.items())]
+        notes = [*(f"unsupported non-Service backend at {path}" for path in decided.unsupported),
+                 *decided.problems, *decided.left_out()]
         conditions = [
             meta.Condition(
                 type=CONDITION_FAIL_OPEN,
                 status=meta.ConditionStatus.TRUE if decided.fail_open
                 else meta.ConditionStatus.FALSE,
+                observed_generation=generation,
                 last_transition_time=now,
                 reason="AllLocationsBlocked" if decided.fail_open else "NotNeeded",
                 message=_fail_open_message(decided) if decided.fail_open
@@ -214,14 +483,12 @@ class MCIController:
                 type=CONDITION_LB_READY,
                 status=meta.ConditionStatus.TRUE if lb_status.ingress
                 else meta.ConditionStatus.FALSE,
+                observed_generation=generation,
                 last_transition_time=now,
                 reason="Programmed" if lb_status.ingress else "NoAddress",
-                message=(f"{self.provider.name}: " + ", ".join(
-                    f"{b}: {len(c)} cluster(s) active" for b, c in sorted(
-                        lb_status.active.items())) or "no backends")
-                + (f"; unsupported non-Service backends at {', '.join(decided.unsupported)}"
-                   if decided.unsupported else "")
-                + "".join(f"; {problem}" for problem in decided.problems),
+                message=f"{self.provider.name}: " + messages.listing(
+                    [*(active or ["no backends"]), *notes], messages.MAX_CONDITION_MESSAGE
+                    - len(self.provider.name) - 2),
             ),
         ]
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
@@ -230,9 +497,7 @@ class MCIController:
         ingress = _ingress(lb_status)
         if ingress:
             desired["loadBalancer"] = {"ingress": ingress}
-        current = {k: v for k, v in (obj.get("status") or {}).items()
-                   if k in ("serviceLocations", "trafficBlockClusters", "loadBalancer",
-                            "conditions")}
+        current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
         if current != desired:
             await status.apply_status(self.api, resources.MULTI_CLUSTER_INGRESSES,
                                       str(obj["metadata"]["name"]), desired,
@@ -253,31 +518,7 @@ class MCIController:
         for cluster in located:
             self.metrics.backends.labels(key, cluster).set(counts.get(cluster, 0))
 
-    # --- loops ----------------------------------------------------------------
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self.reconcile(key)
-                self.queue.forget(key)
-            except errors.Conflict:
-                self.queue.add(key)  # a newer version arrived: re-read and retry
-            except errors.NotFound:
-                self.queue.forget(key)
-            except (errors.KubeError, base.ProviderError, OSError, meta.ValidationError) as exc:
-                delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile of %s failed (%s); retry in %.2fs", key, exc, delay)
-            finally:
-                self.queue.done(key)
-
-    async def _sync_members(self) -> None:
-        while True:
-            await self._members_dirty.wait()
-            self._members_dirty.clear()
-            await self.members.sync({str(c["metadata"]["name"]): c
-                                     for c in self.clusters.store.values()})
-            self._queue_all()
+    # --- background -----------------------------------------------------------------------
 
     async def _resync(self) -> None:
         while True:
@@ -286,19 +527,25 @@ class MCIController:
                 await self._timed("resync", self.provider.resync(list(self.specs.values())))
             except (base.ProviderError, OSError) as exc:
                 log.warning("provider resync failed: %s", exc)
-            self._members_dirty.set()
-            self._queue_all()
+            self.members.mark_all()
+            self._enqueue_all()
+
+    def _initial_specs(self) -> list[base.LoadBalancerSpec]:
+        """The specs of every MCI that can be served now (the older one of a conflict)."""
+        specs = []
+        for key, obj in self.mcis.store.items():
+            analysis = self._analysis.get(key)
+            if (not self._holding(obj) or analysis is None or analysis.error
+                    or analysis.model is None or self.conflicts(key, analysis)):
+                continue
+            decided = self.make_plan(obj, analysis.model)
+            if not decided.missing_ports:
+                specs.append(decided.spec)
+        return specs
 
     async def _initial_resync(self) -> None:
         """Make the load balancer match exactly the MCIs we serve (removes leftovers)."""
-        specs = []
-        for obj in self.mcis.store.values():
-            if obj["metadata"].get("deletionTimestamp") or not self.ours(obj):
-                continue
-            try:
-                specs.append(self.make_plan(obj).spec)
-            except meta.ValidationError as exc:
-                log.warning("skipping %s at start: %s", informer.key_of(obj), exc)
+        specs = self._initial_specs()
         try:
             await self._timed("resync", self.provider.resync(specs))
             self.specs = {spec.key: spec for spec in specs}
@@ -306,62 +553,64 @@ class MCIController:
             log.warning("initial provider resync failed (%s); reconciles will converge", exc)
 
     async def run(self) -> None:
-        """Run until cancelled."""
-        tasks = [asyncio.create_task(self.clusters.run(), name="cluster-informer"),
-                 asyncio.create_task(self.mcis.run(), name="mci-informer"),
-                 asyncio.create_task(self.recorder.run(), name="events")]
+        """Run until cancelled: load the caches, resync the load balancer, reconcile."""
+        tasks: list[asyncio.Task[None]] = []
         try:
+            for cache in (self.mcis, self.clusters, self.secrets):
+                await cache.wait_synced()
             if await self.bindings.detect():
-                tasks.append(asyncio.create_task(self.bindings.cache.run(), name="bindings"))
-                await self.bindings.cache.wait_synced()
-            await self.clusters.wait_synced()
-            await self.mcis.wait_synced()
-            await self.members.sync({str(c["metadata"]["name"]): c
-                                     for c in self.clusters.store.values()})
-            await asyncio.sleep(0)  # let member informers start
-            for member in self.members.members.values():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(10):
-                        await member.services.wait_synced()
-                        await member.slices.wait_synced()
+                await self.bindings.start().wait_synced()
+            self.members.mark_all()
+            await self.members.sync_marked()
+            await self.members.wait_loaded(self.settings.member_load_timeout)
             await self._initial_resync()
-            self._queue_all()
-            tasks += [asyncio.create_task(self._worker()) for _ in range(self.settings.workers)]
-            tasks += [asyncio.create_task(self._sync_members()),
-                      asyncio.create_task(self._resync())]
+            self._ready = True
+            self._enqueue_all()
+            tasks = [asyncio.create_task(self.controller.run(), name="mci-workers"),
+                     asyncio.create_task(self.members.run(), name="mci-members"),
+                     asyncio.create_task(self._resync(), name="mci-resync")]
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.members.close()
-            self.queue.shutdown()
+            await self.pool.close()
 
 
-def _services(obj: Mapping[str, Any]) -> set[str]:
-    spec = obj.get("spec") or {}
-    names = set()
-    default = (spec.get("defaultBackend") or {}).get("service") or {}
-    if default.get("name"):
-        names.add(str(default["name"]))
-    for rule in spec.get("rules") or []:
-        for path in ((rule.get("http") or {}).get("paths") or []):
-            service = (path.get("backend") or {}).get("service") or {}
-            if service.get("name"):
-                names.add(str(service["name"]))
-    return names
+def _generation(obj: Mapping[str, Any]) -> int | None:
+    generation = obj["metadata"].get("generation")
+    return int(generation) if generation is not None else None
+
+
+def _target(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The MCI as an Event's involved object (list items carry no apiVersion/kind)."""
+    return {"apiVersion": resources.MULTI_CLUSTER_INGRESSES.api_version,
+            "kind": resources.MULTI_CLUSTER_INGRESSES.kind, **obj}
+
+
+def _without_key(key: str, exc: Exception) -> str:
+    return str(exc).removeprefix(f"{key}: ")
+
+
+def _conflict_message(held: Mapping[str, Iterable[str]]) -> str:
+    parts = [f"{', '.join(routes)} already served for MCI {holder} (older: it keeps them)"
+             for holder, routes in sorted(held.items())]
+    return messages.listing([*parts, "change the host or path, or remove it from the other MCI"],
+                            messages.MAX_CONDITION_MESSAGE)
 
 
 def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
     by_ip: dict[str, list[int]] = {}
     for ip, port in lb_status.ingress:
         by_ip.setdefault(ip, []).append(port)
-    return [{"ip": ip, "ports": [{"port": p, "protocol": "TCP"} for p in sorted(ports)]}
-            for ip, ports in sorted(by_ip.items())]
+    limit = mci_api.MAX_LOAD_BALANCER_INGRESS
+    return [{"ip": ip, "ports": [{"port": p, "protocol": "TCP"} for p in sorted(ports)[:limit]]}
+            for ip, ports in sorted(by_ip.items())[:limit]]
 
 
 def _fail_open_message(decided: plan.Plan) -> str:
-    return (f"every located cluster is blocked ({', '.join(decided.traffic_block_clusters)}): "
+    clusters = messages.listing(list(decided.traffic_block_clusters),
+                                messages.MAX_CONDITION_MESSAGE - 100, separator=", ")
+    return (f"every located cluster is blocked ({clusters}): "
             "serving from all of them rather than from none")

@@ -1,176 +1,358 @@
 """Where Services run: a cache of every member cluster's Services and EndpointSlices.
 
-For each ``Cluster`` in the control plane it connects to the member through
-the credentials in the Cluster's ``secretRef`` Secret (Karmada's ``caBundle``
-and ``token``), and keeps informers on Services and EndpointSlices.  It
-answers two questions for the controller: which clusters run Service
-``ns/name``, and which ready endpoints serve a given Service port there.
+For each ``Cluster`` of the control plane, the member's client comes from
+the core's pool (:class:`clusterhealth_core.members.MemberClients`: built
+from ``spec.apiEndpoint``, the ``secretRef`` Secret, TLS settings and
+``spec.proxyURL``/``proxyHeader``), and a :class:`MemberCache` keeps
+informers on that member's Services and EndpointSlices (one
+:class:`~clusterhealth_core.kube.informer.InformerFactory` per member
+client).  It answers the controller's questions: which clusters run Service
+``ns/name``, does that Service have a given port, and which ready endpoints
+serve it.
+
+When the member's client changes (the Cluster's address, proxy or Secret
+changed, or the member answered 401 and the pool rebuilt the client), the
+member's watches are restarted on the new client.  The old cache keeps
+answering until the new one has loaded, so a credential rotation never
+makes a member's endpoints vanish from the load balancer for a moment.  A
+member that cannot be reached keeps its last known state while its
+informers retry; one whose client cannot be built at all is retried with
+backoff and reported in :attr:`MemberCaches.problems`.
 
 Endpoints come from the member's EndpointSlices (ready endpoints, the port
 whose name matches the Service port): the load balancer reaches pods
 directly, so it needs routable pod IPs (flat network, or pods reachable from
-the load balancer).  A member that cannot be reached keeps its last known
-state while its informers retry.
+the load balancer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import members as pool_members
+from clusterhealth_core import retry
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import config as kubecfg
 from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
 
 ChangeHandler = Callable[[str, str, str], None]
-"""``handler(cluster, namespace, service_name)`` after a Service or its endpoints changed."""
+"""``handler(cluster, namespace, service_name)`` after a Service or its endpoints changed;
+``handler(cluster, "", "")`` when everything known about the cluster may have changed."""
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+RETRY = retry.Backoff(initial=1.0, factor=2.0, maximum=60.0, jitter=0.2, attempts=1_000_000)
+"""How often a member whose client cannot be built is tried again."""
+
+DEFAULT_SETTINGS = informer.InformerSettings()
+
+service_fields = informer.keep_fields("spec.ports")
+"""What the controller reads of a member's Service: its ports."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Access:
-    """How to reach one member (compared to restart watches when it changes)."""
+def slice_fields(obj: informer.Object) -> informer.Object:
+    """What it reads of an EndpointSlice: its Service, ports, and ready addresses."""
+    meta = obj.get("metadata") or {}
+    service = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+    kept_meta = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    if service is not None:
+        kept_meta["labels"] = {SERVICE_NAME_LABEL: service}
+    return {
+        "metadata": kept_meta,
+        "ports": [{"name": p.get("name") or "", "port": p.get("port")}
+                  for p in obj.get("ports") or []],
+        "endpoints": [{"addresses": list(e.get("addresses") or []),
+                       "conditions": {"ready": (e.get("conditions") or {}).get("ready", True)}}
+                      for e in obj.get("endpoints") or []],
+    }
 
-    endpoint: str
-    secret_namespace: str
-    secret_name: str
-    insecure: bool
 
-
-def access_of(cluster: Mapping[str, Any]) -> Access | None:
-    """The member's address and credentials reference, if the Cluster has both."""
-    spec = cluster.get("spec") or {}
-    ref = spec.get("secretRef") or {}
-    if not spec.get("apiEndpoint") or not ref.get("name"):
+def _service_of(obj: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    if not obj:
         return None
-    return Access(str(spec["apiEndpoint"]), str(ref.get("namespace", "")), str(ref["name"]),
-                  bool(spec.get("insecureSkipTLSVerification", False)))
+    meta = obj.get("metadata") or {}
+    service = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+    return (str(meta.get("namespace", "")), str(service)) if service else None
 
 
-class Member:
-    """Informers on one member cluster's Services and EndpointSlices."""
+def port_entry(service: Mapping[str, Any], port: str) -> Mapping[str, Any] | None:
+    """The Service's port ``port``: a number matches ``port``, anything else ``name``."""
+    for entry in (service.get("spec") or {}).get("ports") or []:
+        if (str(entry.get("port")) == port) if port.isdigit() else (entry.get("name") == port):
+            return dict(entry)
+    return None
 
-    def __init__(self, name: str, api: kube.ApiClient, on_change: ChangeHandler) -> None:
+
+class MemberCache:
+    """Informers on one member cluster's Services and EndpointSlices, through one client."""
+
+    def __init__(self, name: str, api: kube.ApiClient, on_change: ChangeHandler, *,
+                 settings: informer.InformerSettings, clock: clocks.Clock) -> None:
         self.name = name
         self.api = api
-        self.services = informer.Informer(api, resources.SERVICES)
-        self.slices = informer.Informer(api, resources.ENDPOINT_SLICES)
+        self.factory = informer.InformerFactory(api, settings=settings, clock=clock)
+        self.services = self.factory.informer(resources.SERVICES, transform=service_fields)
+        self.slices = self.factory.informer(resources.ENDPOINT_SLICES, transform=slice_fields)
+        self.active = False
+        """Whether this cache answers for the member (and reports its changes)."""
+        self._on_change = on_change
+        self._slices_of: dict[tuple[str, str], set[str]] = {}
         self.services.add_handler(self._service_changed)
         self.slices.add_handler(self._slice_changed)
-        self._on_change = on_change
-        self._tasks: list[asyncio.Task[None]] = []
 
     def _service_changed(self, event: str, obj: dict[str, Any], old: object) -> None:
-        meta = obj["metadata"]
-        self._on_change(self.name, str(meta.get("namespace", "")), str(meta["name"]))
+        if self.active:
+            meta = obj["metadata"]
+            self._on_change(self.name, str(meta.get("namespace", "")), str(meta["name"]))
 
-    def _slice_changed(self, event: str, obj: dict[str, Any], old: object) -> None:
-        service = (obj["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
-        if service:
-            self._on_change(self.name, str(obj["metadata"].get("namespace", "")), str(service))
+    def _slice_changed(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = informer.key_of(obj)
+        before, after = _service_of(old), _service_of(obj)
+        if before is not None:
+            self._slices_of.get(before, set()).discard(key)
+        if after is not None and event != "DELETED":
+            self._slices_of.setdefault(after, set()).add(key)
+        if self.active:
+            for service in {before, after} - {None}:
+                assert service is not None
+                self._on_change(self.name, *service)
 
     def start(self) -> None:
         """Start the informers."""
-        self._tasks = [asyncio.create_task(self.services.run(), name=f"{self.name}-services"),
-                       asyncio.create_task(self.slices.run(), name=f"{self.name}-slices")]
+        self.factory.start()
 
     async def stop(self) -> None:
-        """Stop the informers and close the connection."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.api.close()
+        """Stop the informers (the client belongs to the pool)."""
+        self.active = False
+        await self.factory.stop()
 
-    def has_service(self, namespace: str, name: str) -> bool:
-        """Whether the member runs Service ``namespace/name``."""
-        return f"{namespace}/{name}" in self.services.store
+    @property
+    def synced(self) -> bool:
+        """Whether both informers have loaded."""
+        return self.factory.synced
+
+    async def wait_synced(self) -> None:
+        """Wait until both informers have loaded."""
+        await self.factory.wait_synced()
+
+    def service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The member's Service ``namespace/name`` (ports only), if it has one."""
+        return self.services.store.get(f"{namespace}/{name}")
 
     def endpoints(self, namespace: str, name: str, port: str) -> list[tuple[str, int]]:
         """Ready (address, port) pairs of the Service port ``port`` (number or name)."""
-        service = self.services.store.get(f"{namespace}/{name}")
-        if service is None:
+        service = self.service(namespace, name)
+        entry = port_entry(service, port) if service is not None else None
+        if entry is None:
             return []
-        port_name = None
-        for entry in (service.get("spec") or {}).get("ports") or []:
-            if str(entry.get("port")) == port or entry.get("name") == port:
-                port_name = entry.get("name") or ""
-                break
-        if port_name is None:
-            return []
+        port_name = entry.get("name") or ""
         found: set[tuple[str, int]] = set()
-        for obj in self.slices.store.values():
-            meta = obj["metadata"]
-            if meta.get("namespace") != namespace or (meta.get("labels") or {}).get(
-                    "kubernetes.io/service-name") != name:
+        for key in self._slices_of.get((namespace, name), ()):
+            obj = self.slices.store.get(key)
+            if obj is None:
                 continue
-            numbers = [p.get("port") for p in obj.get("ports") or []
-                       if (p.get("name") or "") == port_name and p.get("port")]
+            numbers = [p["port"] for p in obj.get("ports") or []
+                       if p.get("name", "") == port_name and p.get("port")]
             if not numbers:
                 continue
             for endpoint in obj.get("endpoints") or []:
-                if (endpoint.get("conditions") or {}).get("ready", True) is False:
+                if endpoint["conditions"]["ready"] is False:
                     continue
-                for address in endpoint.get("addresses") or []:
+                for address in endpoint["addresses"]:
                     found.add((str(address), int(numbers[0])))
         return sorted(found)
 
 
-class Members:
-    """One :class:`Member` per Cluster with usable credentials."""
+class MemberCaches:
+    """One active :class:`MemberCache` per Cluster whose client the pool can build."""
 
-    def __init__(self, control_plane: kube.ApiClient, on_change: ChangeHandler) -> None:
-        self.control_plane = control_plane
+    def __init__(
+        self,
+        pool: pool_members.MemberClients,
+        clusters: Callable[[], Mapping[str, Mapping[str, Any]]],
+        on_change: ChangeHandler,
+        *,
+        clock: clocks.Clock,
+        settings: informer.InformerSettings = DEFAULT_SETTINGS,
+        secret_namespace: str | None = None,
+        backoff: retry.Backoff = RETRY,
+    ) -> None:
+        self.pool = pool
+        self.clusters = clusters
         self.on_change = on_change
-        self.members: dict[str, Member] = {}
-        self._access: dict[str, Access] = {}
+        self.clock = clock
+        self.settings = settings
+        self.secret_namespace = secret_namespace
+        self.backoff = backoff
+        self.active: dict[str, MemberCache] = {}
         self.problems: dict[str, str] = {}
+        """Cluster -> why the controller cannot watch it (no client could be built)."""
+        self._pending: dict[str, tuple[MemberCache, asyncio.Task[None]]] = {}
+        self._failures: dict[str, int] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
+        pool.add_listener(self.mark)
 
-    async def sync(self, clusters: Mapping[str, Mapping[str, Any]]) -> None:
-        """Start, restart or stop member watches to match the Clusters."""
-        for name in list(self.members):
-            if name not in clusters or access_of(clusters[name]) != self._access.get(name):
-                await self.members.pop(name).stop()
-                self._access.pop(name, None)
-                self.on_change(name, "", "")
-        for name, cluster in clusters.items():
-            access = access_of(cluster)
-            if name in self.members or access is None:
-                continue
+    # --- what changed -------------------------------------------------------------
+
+    def mark(self, name: str) -> None:
+        """Check cluster ``name`` again soon (its Cluster or its client changed)."""
+        self._dirty.add(name)
+        self._wake.set()
+
+    def mark_all(self) -> None:
+        """Check every cluster again soon."""
+        for name in {*self.clusters(), *self.active, *self._pending}:
+            self.mark(name)
+
+    # --- keeping caches -----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Bring the caches in line with the Clusters whenever one is marked (until cancelled)."""
+        while True:
+            await self._wake.wait()
+            await self.sync_marked()
+
+    async def sync_marked(self) -> None:
+        """Start, replace or stop the caches of every marked cluster."""
+        self._wake.clear()
+        names, self._dirty = sorted(self._dirty), set()
+        for name in names:
             try:
-                secret = await self.control_plane.get(
-                    resources.SECRETS, access.secret_name, namespace=access.secret_namespace)
-                credentials = kubecfg.from_cluster_secret(access.endpoint, secret,
-                                                          access.insecure)
-            except (errors.KubeError, OSError) as exc:
-                self.problems[name] = f"cannot use the credentials of cluster {name}: {exc}"
-                log.warning("%s", self.problems[name])
-                continue
-            self.problems.pop(name, None)
-            member = Member(name, kube.ApiClient(credentials, user_agent="clusterhealth-mci"),
-                            self.on_change)
-            member.start()
-            self.members[name] = member
-            self._access[name] = access
+                await self._sync(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug here must not stop the other members
+                log.exception("member %s: could not update its watches", name)
+                self._failed(name, f"cluster {name}: {exc}")
+
+    async def _sync(self, name: str) -> None:
+        cluster = self.clusters().get(name)
+        access = pool_members.access_of(cluster) if cluster is not None else None
+        problem = None
+        if cluster is not None and access is None:
+            problem = f"cluster {name}: no spec.apiEndpoint or spec.secretRef"
+        elif (access is not None and self.secret_namespace is not None
+              and access.secret_namespace != self.secret_namespace):
+            problem = (f"cluster {name}: its Secret {access.secret_key} is outside "
+                       f"{self.secret_namespace}, the only namespace this controller reads "
+                       "credentials from (--cluster-secret-namespace)")
+        if cluster is None or problem is not None:
+            await self._drop(name)
+            if problem is not None:
+                self._report(name, problem)
+            return
+        assert cluster is not None
+        try:
+            api = await self.pool.get(cluster)
+        except (errors.KubeError, OSError) as exc:
+            self._failed(name, str(exc))
+            return
+        self._failures.pop(name, None)
+        self.problems.pop(name, None)
+        pending = self._pending.get(name)
+        current = pending[0] if pending is not None else self.active.get(name)
+        if current is not None and current.api is api:
+            return
+        await self._cancel_pending(name)
+        cache = MemberCache(name, api, self.on_change, settings=self.settings, clock=self.clock)
+        cache.start()
+        self._pending[name] = (cache, asyncio.create_task(self._activate(cache),
+                                                          name=f"member-{name}-sync"))
+        log.info("member %s: watching Services and EndpointSlices through %s", name,
+                 "a new client" if name in self.active else "its client")
+
+    async def _activate(self, cache: MemberCache) -> None:
+        """Once ``cache`` has loaded, make it answer for its member; stop the one it replaces."""
+        await cache.wait_synced()
+        self._pending.pop(cache.name, None)
+        old = self.active.get(cache.name)
+        self.active[cache.name] = cache
+        cache.active = True
+        if old is not None:
+            await old.stop()
+        if not self._pending:  # no old cache is still reading through a replaced client
+            await self.pool.release_retired()
+        self.on_change(cache.name, "", "")
+
+    async def _cancel_pending(self, name: str) -> None:
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            cache, task = pending
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await cache.stop()
+
+    async def _drop(self, name: str) -> None:
+        await self._cancel_pending(name)
+        self.problems.pop(name, None)
+        self._failures.pop(name, None)
+        old = self.active.pop(name, None)
+        if old is not None:
+            await old.stop()
+            log.info("member %s: no longer watched", name)
+            self.on_change(name, "", "")
+        await self.pool.forget(name)
+
+    def _report(self, name: str, problem: str) -> None:
+        if self.problems.get(name) != problem:
+            log.warning("%s", problem)
+        self.problems[name] = problem
+
+    def _failed(self, name: str, problem: str) -> None:
+        self._report(name, problem)
+        failures = self._failures.get(name, 0)
+        self._failures[name] = failures + 1
+        if name not in self._retries:
+            delay = self.backoff.delay(min(failures, 16))
+            self._retries[name] = asyncio.create_task(self._retry(name, delay),
+                                                      name=f"member-{name}-retry")
+
+    async def _retry(self, name: str, delay: float) -> None:
+        try:
+            await self.clock.sleep(delay)
+        finally:
+            self._retries.pop(name, None)
+        self.mark(name)
+
+    async def wait_loaded(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until every member being loaded is active."""
+        tasks = [task for _, task in self._pending.values()]
+        if tasks:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*(asyncio.shield(t) for t in tasks),
+                                         return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop every member's watches (the pool's clients are closed by its owner)."""
+        for task in list(self._retries.values()):
+            task.cancel()
+        await asyncio.gather(*self._retries.values(), return_exceptions=True)
+        for name in list(self._pending):
+            await self._cancel_pending(name)
+        for cache in self.active.values():
+            await cache.stop()
+        self.active.clear()
+
+    # --- answers ------------------------------------------------------------------
 
     def located(self, namespace: str, name: str) -> list[str]:
         """Clusters running Service ``namespace/name``."""
-        return sorted(c for c, m in self.members.items() if m.has_service(namespace, name))
+        return sorted(c for c, m in self.active.items() if m.service(namespace, name) is not None)
+
+    def service(self, cluster: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """Service ``namespace/name`` in ``cluster``, if known there."""
+        member = self.active.get(cluster)
+        return member.service(namespace, name) if member is not None else None
 
     def endpoints(self, cluster: str, namespace: str, name: str, port: str
                   ) -> list[tuple[str, int]]:
         """Ready endpoints of a Service port in one cluster."""
-        member = self.members.get(cluster)
+        member = self.active.get(cluster)
         return member.endpoints(namespace, name, port) if member else []
-
-    async def close(self) -> None:
-        """Stop every member watch."""
-        for member in self.members.values():
-            await member.stop()
-        self.members.clear()

@@ -42,6 +42,11 @@ class MCIMetrics:
             registry=registry,
         )
 
+    def clear(self) -> None:
+        """Drop every per-MCI series (leadership lost: another replica reports them now)."""
+        for gauge in (self.blocked_clusters, self.backends, self.fail_open):
+            gauge.clear()
+
     def forget(self, key: str) -> None:
         """Drop every series of a deleted MCI."""
         for gauge in (self.blocked_clusters, self.fail_open):

@@ -7,6 +7,10 @@ cluster's ``remedyActions``.  Outputs: ``status.serviceLocations``,
 contain ``TrafficControl``), whether the MCI fails open, and the provider's
 :class:`~clusterhealth_mci.providers.base.LoadBalancerSpec`.
 
+The spec alone also decides whether an MCI can be served at all and which
+hosts and paths it claims (:func:`analyse`); the member Services decide
+whether the ports it names exist (:func:`port_problems`).
+
 Fail-open: if every located cluster is blocked, blocking would leave the MCI
 with no backends at all; the MCI then keeps serving from all of them (the
 status still lists the blocked clusters, a ``FailOpen`` condition says why).
@@ -16,10 +20,12 @@ status still lists the blocked clusters, a ``FailOpen`` condition says why).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from clusterhealth_core.api import groups, mci
+from clusterhealth_core.api import groups, mci, wire
 from clusterhealth_mci.providers import base
+from clusterhealth_mci.providers import plan as routing
 
 TRAFFIC_CONTROL = groups.ACTION_TRAFFIC_CONTROL
 WEIGHTS_ANNOTATION = "clusterhealth.io/cluster-weights"
@@ -41,18 +47,135 @@ class Plan:
     spec: base.LoadBalancerSpec
     problems: tuple[str, ...] = ()
     """Input the controller could not use (reported in the MCI's conditions)."""
+    missing_ports: tuple[str, ...] = ()
+    """Backends whose Service port exists in none of the clusters running the Service."""
 
     def status_fields(self) -> dict[str, object]:
-        """``serviceLocations`` and ``trafficBlockClusters`` in wire shape."""
+        """``serviceLocations`` and ``trafficBlockClusters`` in wire shape.
+
+        Within the CRD's ``maxItems``; :meth:`left_out` says what was cut.
+        """
         fields: dict[str, object] = {}
         if self.service_locations:
             fields["serviceLocations"] = [
-                {"name": name, **({"clusters": list(clusters)} if clusters else {})}
-                for name, clusters in self.service_locations
+                {"name": name,
+                 **({"clusters": list(clusters[:mci.MAX_CLUSTERS])} if clusters else {})}
+                for name, clusters in self.service_locations[:mci.MAX_SERVICE_LOCATIONS]
             ]
         if self.traffic_block_clusters:
-            fields["trafficBlockClusters"] = list(self.traffic_block_clusters)
+            fields["trafficBlockClusters"] = list(
+                self.traffic_block_clusters[:mci.MAX_CLUSTERS])
         return fields
+
+    def left_out(self) -> list[str]:
+        """What :meth:`status_fields` had to leave out of the status lists, described."""
+        notes = []
+        extra = len(self.service_locations) - mci.MAX_SERVICE_LOCATIONS
+        if extra > 0:
+            notes.append(f"serviceLocations lists {mci.MAX_SERVICE_LOCATIONS} Services, "
+                         f"{extra} more not listed")
+        for name, clusters in self.service_locations[:mci.MAX_SERVICE_LOCATIONS]:
+            if len(clusters) > mci.MAX_CLUSTERS:
+                notes.append(f"serviceLocations of {name} lists {mci.MAX_CLUSTERS} clusters, "
+                             f"{len(clusters) - mci.MAX_CLUSTERS} more not listed")
+        extra = len(self.traffic_block_clusters) - mci.MAX_CLUSTERS
+        if extra > 0:
+            notes.append(f"trafficBlockClusters lists {mci.MAX_CLUSTERS} clusters, {extra} "
+                         "more blocked but not listed")
+        return notes
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """What an MCI's spec alone decides (computed once per resourceVersion)."""
+
+    version: str
+    """The ``resourceVersion`` analysed."""
+    precedence: tuple[str, str]
+    """``(creationTimestamp, namespace/name)``: the smaller one keeps a contested route."""
+    error: str = ""
+    """Why the spec cannot be served at all (empty: it can)."""
+    claims: Mapping[routing.MapEntry, str] = dataclasses.field(default_factory=dict)
+    """The route-table entries it needs -> the route that needs it, described."""
+    services: frozenset[str] = frozenset()
+    """The backend Services it names."""
+    model: mci.MultiClusterIngress | None = None
+
+
+def describe_route(route: base.Route) -> str:
+    """``host/path (PathType)`` as the user wrote it (``*`` for any host)."""
+    return f"{route.host or '*'}{route.path} ({route.path_type})"
+
+
+def analyse(key: str, obj: Mapping[str, Any]) -> Analysis:
+    """Parse and check the spec; list the host+path entries it claims."""
+    metadata = obj.get("metadata") or {}
+    version = str(metadata.get("resourceVersion", ""))
+    precedence = (str(metadata.get("creationTimestamp", "")), key)
+    try:
+        model = mci.MultiClusterIngress.from_dict(obj)
+    except wire.ValidationError as exc:
+        return Analysis(version, precedence, error=f"the spec is not valid: {exc}")
+    found, service_keys, _ = routes(model.spec)
+    skeleton = base.LoadBalancerSpec(key=key, routes=tuple(found), backends={
+        base.backend_key(*k): base.Backend(k[0], k[1], ()) for k in service_keys})
+    try:
+        routing.validate(skeleton)
+    except base.InvalidSpec as exc:
+        text = str(exc)
+        return Analysis(version, precedence, error=text.removeprefix(f"{key}: "), model=model)
+    claims: dict[routing.MapEntry, str] = {}
+    for route in found:
+        single = dataclasses.replace(skeleton, routes=(route,))
+        for entry in routing.route_entries(single):
+            claims.setdefault(entry, describe_route(route))
+    return Analysis(version, precedence, claims=claims,
+                    services=frozenset(name for name, _ in service_keys), model=model)
+
+
+def port_problems(
+    service_keys: Sequence[ServiceKey],
+    located: Mapping[str, Iterable[str]],
+    ports: Mapping[tuple[str, str], Sequence[tuple[str, int]] | None],
+) -> tuple[list[str], list[str]]:
+    """Backends naming a Service port that does not exist: ``(fatal, partial)``.
+
+    ``ports``: (cluster, service) -> the Service's ports there as (name,
+    number), ``None`` where the Service is not known.  Fatal: the port exists
+    in none of the clusters where the Service is known (every request would
+    get 503).  Partial: some of those clusters lack it (they get none of the
+    backend's traffic).
+    """
+    fatal: list[str] = []
+    partial: list[str] = []
+    for name, port in service_keys:
+        known: dict[str, Sequence[tuple[str, int]]] = {}
+        for cluster in sorted(set(located.get(name, ()))):
+            found = ports.get((cluster, name))
+            if found is not None:
+                known[cluster] = found
+        lacking = [c for c, entries in known.items() if not _has_port(entries, port)]
+        if not lacking:
+            continue
+        what = f"port {port}" if port.isdigit() else f"port named {port!r}"
+        if len(lacking) == len(known):
+            offered = sorted({_port_text(e) for c in lacking for e in known[c]})
+            fatal.append(f"Service {name} has no {what} in {', '.join(lacking)} (its ports: "
+                         f"{', '.join(offered) or 'none'})")
+        else:
+            partial.append(f"Service {name} has no {what} in {', '.join(lacking)}, which "
+                           "get none of its traffic")
+    return fatal, partial
+
+
+def _has_port(entries: Sequence[tuple[str, int]], port: str) -> bool:
+    return any((str(number) == port) if port.isdigit() else (name == port)
+               for name, number in entries)
+
+
+def _port_text(entry: tuple[str, int]) -> str:
+    name, number = entry
+    return f"{number}/{name}" if name else str(number)
 
 
 def parse_weights(text: str | None) -> dict[str, int]:

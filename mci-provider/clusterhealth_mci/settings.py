@@ -8,14 +8,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 
-from clusterhealth_core import election, settings
+from clusterhealth_core import election, serving, settings
 from clusterhealth_core.kube import config
 
 ENV_PREFIX = "CLUSTERHEALTH_MCI"
 DEFAULT_LEASE = "clusterhealth-mci-provider"
 PROVIDERS = ("haproxy", "fake")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +35,15 @@ class MCISettings:
     haproxy_bind_address: str
     haproxy_bind_port: int
     haproxy_advertise: tuple[tuple[str, int], ...]
+    haproxy_monitor_interval: float
     drain_timeout: float
     fail_open: bool
     resync_period: float
     workers: int
+    cluster_secret_namespace: str
     bind_address: str
     healthz_port: int
+    tls: serving.TLSConfig | None
     leader_elect: bool
     election: election.ElectionConfig
 
@@ -53,6 +58,12 @@ def _bounded(low: int, high: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r}: a whole number {low}-{high}")
         return value
     return parse
+
+
+def _namespace(text: str) -> str:
+    if not _DNS_LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name (a DNS label)")
+    return text
 
 
 def parser() -> settings.FlagParser:
@@ -84,6 +95,10 @@ def parser() -> settings.FlagParser:
     p.add_argument("--haproxy-advertise", action="append", default=[],
                    help="IP:PORT written to status.loadBalancer (repeatable; default: the "
                         "bind address and port)")
+    p.add_argument("--haproxy-monitor-interval", type=settings.duration, default=5.0,
+                   help="how often the provider checks that HAProxy was not restarted between "
+                        "calls (a restarted HAProxy serves 503 until it is re-programmed); "
+                        "1s is a good value for a sidecar")
     p.add_argument("--drain-timeout", type=settings.duration, default=30.0,
                    help="longest wait for a blocked cluster's connections to finish")
     p.add_argument("--fail-open", type=settings.boolean, default=True,
@@ -91,6 +106,9 @@ def parser() -> settings.FlagParser:
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="re-check the load balancer and every MCI this often")
     p.add_argument("--workers", type=_bounded(1, 64), default=2, help="concurrent reconciles")
+    p.add_argument("--cluster-secret-namespace", type=_namespace, default="karmada-cluster",
+                   help="the namespace of the Clusters' credential Secrets (spec.secretRef); "
+                        "the only one whose Secrets are read and watched")
     settings.add_serving_flags(p, 10360)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
     return p
@@ -121,12 +139,15 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         haproxy_bind_address=args.haproxy_bind_address,
         haproxy_bind_port=args.haproxy_bind_port,
         haproxy_advertise=tuple(advertise),
+        haproxy_monitor_interval=args.haproxy_monitor_interval,
         drain_timeout=args.drain_timeout,
         fail_open=args.fail_open,
         resync_period=args.resync_period,
         workers=args.workers,
+        cluster_secret_namespace=args.cluster_secret_namespace,
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,
+        tls=settings.tls_config_from(args),
         leader_elect=args.leader_elect,
         election=settings.election_config_from(args, env),
     )

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import functools
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from clusterhealth_core import status
+import prometheus_client
+
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import election, runner, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import waiting
+from clusterhealth_mci import controller, metrics
+from clusterhealth_mci.providers import base
 
 
 def unique(prefix: str) -> str:
@@ -71,4 +79,93 @@ async def mci_status(cp: kube.ApiClient, name: str, namespace: str = "default"
     return dict(obj.get("status") or {})
 
 
+async def gone(cp: kube.ApiClient, name: str, namespace: str = "default") -> bool:
+    """Whether MCI ``name`` is gone (its finalizer released)."""
+    listing = await cp.list(resources.MULTI_CLUSTER_INGRESSES, namespace=namespace)
+    return all(i["metadata"]["name"] != name for i in listing["items"])
+
+
 eventually = functools.partial(waiting.eventually, timeout=20.0)
+
+
+@dataclasses.dataclass
+class Running:
+    """An MCI controller running in-process the way the component runs it (one term)."""
+
+    replica: runner.ElectedController
+    registry: prometheus_client.CollectorRegistry
+    metrics: metrics.MCIMetrics
+
+    @property
+    def controller(self) -> controller.MCIController:
+        current = self.replica.current
+        assert isinstance(current, controller.MCIController)
+        return current
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.registry.get_sample_value(name, labels or {})
+
+
+@contextlib.asynccontextmanager
+async def running_controller(cp: kube.ApiClient, provider: base.Provider,
+                             settings: controller.ControllerSettings | None = None,
+                             ) -> AsyncIterator[Running]:
+    """Run the controller through :class:`runner.ElectedController` (election disabled)."""
+    registry = prometheus_client.CollectorRegistry()
+    mci_metrics = metrics.MCIMetrics(registry)
+    made = settings or controller.ControllerSettings(resync_period=5)
+    replica = runner.ElectedController(
+        cp, False, election.ElectionConfig("mci-test", "default"), clocks.Clock(),
+        make=lambda term: controller.MCIController(term, provider, made, mci_metrics),
+        leader_gauge=mci_metrics.is_leader, metrics=runner.ProcessMetrics(registry),
+        term=runner.TermSettings(controller.COMPONENT), on_stop=mci_metrics.clear)
+    task = asyncio.create_task(replica.run())
+    try:
+        await eventually(lambda: _ready(replica))
+        yield Running(replica, registry, mci_metrics)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _ready(replica: runner.ElectedController) -> bool:
+    return replica.current is not None and replica.current.synced
+
+
+async def condition(cp: kube.ApiClient, name: str, type_: str = "LoadBalancerReady",
+                    namespace: str = "default") -> dict[str, Any] | None:
+    """The MCI's condition ``type_``, if set."""
+    conditions = (await mci_status(cp, name, namespace)).get("conditions") or []
+    return next((c for c in conditions if c["type"] == type_), None)
+
+
+async def events_of(cp: kube.ApiClient, name: str, namespace: str = "default",
+                    reason: str | None = None) -> list[dict[str, Any]]:
+    """Events about MCI ``name`` in ``namespace`` (optionally of one reason)."""
+    listing = await cp.list(resources.EVENTS, namespace=namespace,
+                            field_selector=f"involvedObject.name={name}")
+    return [e for e in listing["items"] if reason is None or e.get("reason") == reason]
+
+
+async def make_namespace(*apis: kube.ApiClient, prefix: str = "mci") -> str:
+    """A fresh namespace, created in every API server given."""
+    name = unique(prefix)
+    for api in apis:
+        await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
+    return name
+
+
+def path_body(name: str, paths: Sequence[dict[str, Any]], host: str,
+              namespace: str = "default") -> dict[str, Any]:
+    """An MCI with the given HTTP paths under one host."""
+    return {"apiVersion": resources.MULTI_CLUSTER_INGRESSES.api_version,
+            "kind": "MultiClusterIngress", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"rules": [{"host": host, "http": {"paths": list(paths)}}]}}
+
+
+def http_path(service: str, path: str = "/", path_type: str = "Prefix",
+              port: int | str = 80) -> dict[str, Any]:
+    """One HTTP path of an MCI rule (``port``: a number, or a port name)."""
+    number_or_name = {"number": port} if isinstance(port, int) else {"name": port}
+    return {"path": path, "pathType": path_type,
+            "backend": {"service": {"name": service, "port": number_or_name}}}

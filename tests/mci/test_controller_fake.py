@@ -1,8 +1,9 @@
 """The MCI controller on the real API servers, with the in-memory provider.
 
-The controller runs in-process so the test can look into the fake load
-balancer; everything it reads and writes goes through the real control plane
-and the real member API servers.
+The controller runs in-process (through the runner, as the component runs
+it) so the test can look into the fake load balancer; everything it reads
+and writes goes through the real control plane and the real member API
+servers.
 """
 
 from __future__ import annotations
@@ -16,33 +17,25 @@ import mcikit as k
 import prometheus_client
 import pytest
 
-from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
-from clusterhealth_mci import controller, metrics
+from clusterhealth_mci import controller
 from clusterhealth_mci.providers import base, fake
+
+Running = tuple[controller.MCIController, fake.FakeProvider, prometheus_client.CollectorRegistry]
 
 
 @pytest.fixture
-async def running(cp: kube.ApiClient) -> AsyncIterator[tuple[controller.MCIController,
-                                                              fake.FakeProvider,
-                                                              prometheus_client.CollectorRegistry]]:
-    registry = prometheus_client.CollectorRegistry()
+async def running(cp: kube.ApiClient) -> AsyncIterator[Running]:
     provider = fake.FakeProvider(immediate_drain=True)
-    ctrl = controller.MCIController(cp, provider, controller.ControllerSettings(resync_period=5),
-                                    metrics.MCIMetrics(registry), clocks.Clock())
-    task = asyncio.create_task(ctrl.run())
-    yield ctrl, provider, registry
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    async with k.running_controller(cp, provider) as run:
+        yield run.controller, provider, run.registry
     for cluster in ("member1", "member2"):
         await k.set_actions(cp, cluster, [])
 
 
 async def test_locations_block_fail_open_and_delete(
-    running: tuple[controller.MCIController, fake.FakeProvider,
-                   prometheus_client.CollectorRegistry],
-    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+    running: Running, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     ctrl, provider, registry = running
     service, name = k.unique("svc"), k.unique("mci")
@@ -119,11 +112,7 @@ async def _no_blocked(cp: kube.ApiClient, name: str) -> bool:
     return "trafficBlockClusters" not in await k.mci_status(cp, name)
 
 
-async def test_other_ingress_class_is_ignored(
-    running: tuple[controller.MCIController, fake.FakeProvider,
-                   prometheus_client.CollectorRegistry],
-    cp: kube.ApiClient,
-) -> None:
+async def test_other_ingress_class_is_ignored(running: Running, cp: kube.ApiClient) -> None:
     _, provider, _ = running
     name = k.unique("foreign")
     await cp.create(resources.MULTI_CLUSTER_INGRESSES,
@@ -139,9 +128,7 @@ async def test_other_ingress_class_is_ignored(
 
 
 async def test_cluster_weights_annotation(
-    running: tuple[controller.MCIController, fake.FakeProvider,
-                   prometheus_client.CollectorRegistry],
-    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+    running: Running, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     _, provider, _ = running
     service, name = k.unique("svc"), k.unique("weighted")
@@ -194,36 +181,35 @@ async def test_resource_binding_is_the_source_when_present(
     service, name = k.unique("bound"), k.unique("bound")
     await k.make_service(members["member1"], service, [("10.1.0.7", 8080)])
     provider = fake.FakeProvider(immediate_drain=True)
-    ctrl = controller.MCIController(cp, provider, controller.ControllerSettings(),
-                                    metrics.MCIMetrics(prometheus_client.CollectorRegistry()),
-                                    clocks.Clock())
-    task = asyncio.create_task(ctrl.run())
     try:
-        await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, "rb.example"))
+        async with k.running_controller(cp, provider):
+            await cp.create(resources.MULTI_CLUSTER_INGRESSES,
+                            k.mci_body(name, service, "rb.example"))
 
-        async def located(clusters: list[str]) -> Any:
-            st = await k.mci_status(cp, name)
-            return st.get("serviceLocations") == [{"name": service, "clusters": clusters}]
-        await k.eventually(lambda: located(["member1"]))  # no binding yet: discovery
+            async def located(clusters: list[str]) -> Any:
+                st = await k.mci_status(cp, name)
+                return st.get("serviceLocations") == [{"name": service, "clusters": clusters}]
+            await k.eventually(lambda: located(["member1"]))  # no binding yet: discovery
 
-        # Karmada's way: the Service's binding says where it was scheduled
-        await cp.create(resources.RESOURCE_BINDINGS, {
-            "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-            "metadata": {"name": f"{service}-service", "namespace": "default"},
-            "spec": {"resource": {"apiVersion": "v1", "kind": "Service", "name": service,
-                                  "namespace": "default"},
-                     "clusters": [{"name": "member2"}, {"name": "member1"}]}})
-        await k.eventually(lambda: located(["member1", "member2"]))
-        await cp.patch(resources.RESOURCE_BINDINGS, f"{service}-service",
-                       {"spec": {"clusters": [{"name": "member2"}]}}, namespace="default")
-        await k.eventually(lambda: located(["member2"]))
+            # Karmada's way: the Service's binding says where it was scheduled
+            await cp.create(resources.RESOURCE_BINDINGS, {
+                "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                "metadata": {"name": f"{service}-service", "namespace": "default"},
+                "spec": {"resource": {"apiVersion": "v1", "kind": "Service", "name": service,
+                                      "namespace": "default"},
+                         "clusters": [{"name": "member2"}, {"name": "member1"}]}})
+            await k.eventually(lambda: located(["member1", "member2"]))
+            await cp.patch(resources.RESOURCE_BINDINGS, f"{service}-service",
+                           {"spec": {"clusters": [{"name": "member2"}]}}, namespace="default")
+            await k.eventually(lambda: located(["member2"]))
 
-        # binding gone: back to discovery
-        await cp.delete(resources.RESOURCE_BINDINGS, f"{service}-service", namespace="default")
-        await k.eventually(lambda: located(["member1"]))
+            # binding gone: back to discovery
+            await cp.delete(resources.RESOURCE_BINDINGS, f"{service}-service",
+                            namespace="default")
+            await k.eventually(lambda: located(["member1"]))
+            await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+            await k.eventually(lambda: k.gone(cp, name))  # the finalizer is released
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
         await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
                         missing_ok=True)
         await k.delete_service(members["member1"], service)

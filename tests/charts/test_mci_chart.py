@@ -220,9 +220,11 @@ def test_deployment_args(render: Render) -> None:
         "--haproxy-slots=256",
         "--haproxy-servers-per-slot=32",
         "--drain-timeout=30s",
+        "--haproxy-monitor-interval=5s",
         "--fail-open=true",
         "--resync-period=5m",
         "--workers=2",
+        "--cluster-secret-namespace=karmada-cluster",
         "--healthz-port=10360",
         "--leader-elect=true",
         "--leader-elect-lease-duration=15s",
@@ -237,8 +239,9 @@ def test_deployment_args_follow_values(render: Render) -> None:
     args = _container(render({
         "ingressClass": {"name": "edge.example.org", "default": True},
         "haproxy": {"socket": "10.0.0.7:9999", "slots": 4096, "serversPerSlot": 1024,
-                    "drainTimeout": "2m"},
+                    "drainTimeout": "2m", "monitorInterval": "750ms"},
         "failOpen": False, "resyncPeriod": "90s", "workers": 8,
+        "clusterSecretNamespace": "member-credentials",
         "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
                            "retryPeriod": "500ms"},
         "extraArgs": ["--bind-address=127.0.0.1", "--context=karmada"],
@@ -246,7 +249,8 @@ def test_deployment_args_follow_values(render: Render) -> None:
     for expected in ("--ingress-class=edge.example.org", "--default-class=true",
                      "--haproxy-socket=10.0.0.7:9999", "--haproxy-slots=4096",
                      "--haproxy-servers-per-slot=1024", "--drain-timeout=2m",
-                     "--fail-open=false", "--resync-period=90s", "--workers=8",
+                     "--haproxy-monitor-interval=750ms",
+                     "--cluster-secret-namespace=member-credentials", "--fail-open=false", "--resync-period=90s", "--workers=8",
                      "--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40.5s",
                      "--leader-elect-retry-period=500ms"):
         assert expected in args
@@ -287,6 +291,9 @@ def test_values_defaults_are_the_controller_defaults() -> None:
     assert values["haproxy"]["slots"] == defaults.haproxy_slots
     assert values["haproxy"]["serversPerSlot"] == defaults.haproxy_servers_per_slot
     assert core_settings.duration(values["haproxy"]["drainTimeout"]) == defaults.drain_timeout
+    assert core_settings.duration(values["haproxy"]["monitorInterval"]) == \
+        defaults.haproxy_monitor_interval
+    assert values["clusterSecretNamespace"] == defaults.cluster_secret_namespace
     assert values["failOpen"] is defaults.fail_open
     assert core_settings.duration(values["resyncPeriod"]) == defaults.resync_period
     assert values["workers"] == defaults.workers
@@ -641,6 +648,8 @@ def test_sidecar_haproxy_cfg_is_accepted_by_haproxy(render: Render,
     ({"ingressClass": {"default": "true"}}, "/ingressClass/default"),
     ({"ingressClass": {"controller": "x"}}, "additional properties 'controller' not allowed"),
     ({"failOpen": "false"}, "/failOpen"),
+    ({"haproxy": {"monitorInterval": "5"}}, "/haproxy/monitorInterval"),
+    ({"haproxy": {"monitorInterval": "0s"}}, "/haproxy/monitorInterval"),
     ({"clusterSecretNamespace": "Karmada"}, "/clusterSecretNamespace"),
     ({"resyncPeriod": "5"}, "/resyncPeriod"),
     ({"resyncPeriod": "1d"}, "/resyncPeriod"),

@@ -368,6 +368,7 @@ class MCIController:
         self.specs[key] = decided.spec
         self._located[key] = frozenset(c for _, cs in decided.service_locations for c in cs)
         await self._write_status(obj, decided, lb_status)
+        self._reported.pop(key, None)  # a later error is news again
         self._record_metrics(key, decided, lb_status)
         if decided.fail_open != self.fail_open.get(key, False):
             if decided.fail_open:
@@ -414,7 +415,6 @@ class MCIController:
         was = key not in self.failed
         if serving:
             self.failed.pop(key, None)
-            self._reported.pop(key, None)
         else:
             self.failed[key] = reason
         if was != serving:

@@ -49,7 +49,7 @@ class Stack:
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """The controller process's samples: (name, sorted labels) -> value."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(url, timeout=5) as answer:
             text = answer.read().decode()
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in prometheus_parser.text_string_to_metric_families(text)

@@ -115,6 +115,13 @@ class MemberClients:
         log.info("member %s: client to be rebuilt (%s)", name, why)
         self._notify(name)
 
+    def _refused(self, name: str, made: list[kube.ApiClient]) -> None:
+        """A 401 through ``made[0]``: rebuild, unless that client was already replaced
+        (a retired client still in use must not invalidate its fresh successor)."""
+        entry = self._entries.get(name)
+        if entry is not None and made and entry.api is made[0]:
+            self.invalidate(name, "401 from member")
+
     def _on_secret(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         key = informer.key_of(obj)
         version = str(obj["metadata"].get("resourceVersion", ""))
@@ -157,8 +164,10 @@ class MemberClients:
             credentials = config.from_cluster_secret(
                 access.endpoint, secret, access.insecure, proxy_url=access.proxy_url,
                 proxy_headers=dict(access.proxy_header))
+            made: list[kube.ApiClient] = []
             api = kube.ApiClient(credentials, user_agent=self.user_agent, timeout=self.timeout,
-                                 on_unauthorized=lambda: self.invalidate(name, "401 from member"))
+                                 on_unauthorized=lambda: self._refused(name, made))
+            made.append(api)
         except errors.ConfigError as exc:
             raise errors.ConfigError(f"cluster {name}: {exc}") from exc
         if entry is not None:

@@ -79,6 +79,31 @@ async def test_one_client_per_member_rebuilt_when_its_secret_changes(
     await cp.delete(resources.SECRETS, name, namespace=NAMESPACE)
 
 
+async def test_a_retired_client_refused_does_not_invalidate_its_successor(
+        env: environment.LocalEnvironment, cp: kube.ApiClient,
+        pool: tuple[members.MemberClients, list[str]]) -> None:
+    clients, heard = pool
+    name = f"pool-{uuid.uuid4().hex[:6]}"
+    server = env.servers["member1"]
+    await _secret(cp, name, "old-token", env.ca.cert_pem)
+    await waiting.eventually(lambda: _async(f"{NAMESPACE}/{name}" in clients.secrets.store))
+    old = await clients.get(_cluster(name, server.url))
+    # The token is rotated (the old one no longer works): a fresh client is built...
+    await cp.patch(resources.SECRETS, name, {"data": {"token": base64.b64encode(
+        server.token.encode()).decode()}}, namespace=NAMESPACE)
+    await waiting.eventually(lambda: _async(heard == [name]))
+    fresh = await clients.get(_cluster(name, server.url))
+    assert fresh is not old
+    heard.clear()
+    # ... while a watch still on the old client gets 401: the fresh one stays.
+    with pytest.raises(errors.Unauthorized):
+        await old.list(resources.NODES)
+    assert heard == []
+    assert clients.peek(name) is fresh
+    await fresh.list(resources.NODES)
+    await cp.delete(resources.SECRETS, name, namespace=NAMESPACE)
+
+
 async def test_a_cluster_proxy_url_and_header_are_used(
         env: environment.LocalEnvironment, cp: kube.ApiClient, tmp_path: pathlib.Path,
         pool: tuple[members.MemberClients, list[str]]) -> None:

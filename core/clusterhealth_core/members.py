@@ -116,8 +116,10 @@ class MemberClients:
         self._notify(name)
 
     def _refused(self, name: str, made: list[kube.ApiClient]) -> None:
-        """A 401 through ``made[0]``: rebuild, unless that client was already replaced
-        (a retired client still in use must not invalidate its fresh successor)."""
+        """A 401 through ``made[0]``: rebuild, unless that client was already replaced.
+
+        A retired client still in use must not invalidate its fresh successor.
+        """
         entry = self._entries.get(name)
         if entry is not None and made and entry.api is made[0]:
             self.invalidate(name, "401 from member")

@@ -213,7 +213,7 @@ class MCIController:
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = str(obj["metadata"]["name"])
         if event != "MODIFIED" or pool_members.access_of(obj) != pool_members.access_of(old or {}):
-            self.members.mark(name)
+            self.members.mark(name, fresh=True)
         before = ((old or {}).get("status") or {}).get("remedyActions")
         after = (obj.get("status") or {}).get("remedyActions")
         if event != "MODIFIED" or before != after:

@@ -193,17 +193,35 @@ class MemberCaches:
         """Cluster -> why the controller cannot watch it (no client could be built)."""
         self._pending: dict[str, tuple[MemberCache, asyncio.Task[None]]] = {}
         self._failures: dict[str, int] = {}
+        self._rebuilds: dict[str, int] = {}
+        """Caches built for a member since one last loaded (a client refused at once)."""
+        self._built_at: dict[str, float] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         pool.add_listener(self.mark)
+        if pool.secrets is not None:
+            pool.secrets.add_handler(self._on_secret)
 
     # --- what changed -------------------------------------------------------------
 
-    def mark(self, name: str) -> None:
-        """Check cluster ``name`` again soon (its Cluster or its client changed)."""
+    def mark(self, name: str, *, fresh: bool = False) -> None:
+        """Check cluster ``name`` again soon (its client was invalidated).
+
+        ``fresh``: its Cluster or its Secret changed, so a new client may work
+        where the last ones were refused: rebuild at once, not after a backoff.
+        """
+        if fresh:
+            self._rebuilds.pop(name, None)
         self._dirty.add(name)
         self._wake.set()
+
+    def _on_secret(self, event: str, obj: dict[str, Any], old: object) -> None:
+        key = informer.key_of(obj)
+        for name, cluster in self.clusters().items():
+            access = pool_members.access_of(cluster)
+            if access is not None and access.secret_key == key:
+                self.mark(name, fresh=True)
 
     def mark_all(self) -> None:
         """Check every cluster again soon."""
@@ -259,6 +277,17 @@ class MemberCaches:
         current = pending[0] if pending is not None else self.active.get(name)
         if current is not None and current.api is api:
             return
+        # A client refused (401) right after it was built would be rebuilt in a tight loop:
+        # until a cache loads (or the Cluster or Secret changes), rebuilds back off.
+        rebuilds = self._rebuilds.get(name, 0)
+        if rebuilds:
+            wait = (self._built_at[name] + self.backoff.delay(min(rebuilds - 1, 16))
+                    - self.clock.monotonic())
+            if wait > 0:
+                self._later(name, wait)
+                return
+        self._rebuilds[name] = rebuilds + 1
+        self._built_at[name] = self.clock.monotonic()
         await self._cancel_pending(name)
         cache = MemberCache(name, api, self.on_change, settings=self.settings, clock=self.clock)
         cache.start()
@@ -271,6 +300,7 @@ class MemberCaches:
         """Once ``cache`` has loaded, make it answer for its member; stop the one it replaces."""
         await cache.wait_synced()
         self._pending.pop(cache.name, None)
+        self._rebuilds.pop(cache.name, None)
         old = self.active.get(cache.name)
         self.active[cache.name] = cache
         cache.active = True
@@ -292,6 +322,7 @@ class MemberCaches:
         await self._cancel_pending(name)
         self.problems.pop(name, None)
         self._failures.pop(name, None)
+        self._rebuilds.pop(name, None)
         old = self.active.pop(name, None)
         if old is not None:
             await old.stop()
@@ -308,8 +339,10 @@ class MemberCaches:
         self._report(name, problem)
         failures = self._failures.get(name, 0)
         self._failures[name] = failures + 1
+        self._later(name, self.backoff.delay(min(failures, 16)))
+
+    def _later(self, name: str, delay: float) -> None:
         if name not in self._retries:
-            delay = self.backoff.delay(min(failures, 16))
             self._retries[name] = asyncio.create_task(self._retry(name, delay),
                                                       name=f"member-{name}-retry")
 

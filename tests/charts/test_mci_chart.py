@@ -250,7 +250,8 @@ def test_deployment_args_follow_values(render: Render) -> None:
                      "--haproxy-socket=10.0.0.7:9999", "--haproxy-slots=4096",
                      "--haproxy-servers-per-slot=1024", "--drain-timeout=2m",
                      "--haproxy-monitor-interval=750ms",
-                     "--cluster-secret-namespace=member-credentials", "--fail-open=false", "--resync-period=90s", "--workers=8",
+                     "--cluster-secret-namespace=member-credentials", "--fail-open=false",
+                     "--resync-period=90s", "--workers=8",
                      "--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40.5s",
                      "--leader-elect-retry-period=500ms"):
         assert expected in args

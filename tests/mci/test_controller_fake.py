@@ -9,6 +9,7 @@ servers.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
+from clusterhealth_localenv import environment
 from clusterhealth_mci import controller
 from clusterhealth_mci.providers import base, fake
 
@@ -220,3 +222,54 @@ async def _established(cp: kube.ApiClient) -> bool:
     crd = await cp.get(resources.CRDS, RB_CRD["metadata"]["name"])
     return any(c["type"] == "Established" and c["status"] == "True"
                for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
+    env: environment.LocalEnvironment, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+) -> None:
+    """A wrong token (401) first; the Secret is fixed: the pool rebuilds the member's client,
+    its listener restarts the watches, and the Cluster locates the Service."""
+    namespace = environment.CLUSTER_SECRET_NAMESPACE
+    member = env.servers["member1"]
+    cluster, service, name = k.unique("rotated"), k.unique("rot"), k.unique("rot")
+
+    def secret(token: str) -> dict[str, Any]:
+        return {"caBundle": base64.b64encode(env.ca.cert_pem).decode(),
+                "token": base64.b64encode(token.encode()).decode()}
+    await cp.create(resources.SECRETS, {"metadata": {"name": cluster, "namespace": namespace},
+                                        "type": "Opaque", "data": secret("not-the-token")})
+    await cp.create(resources.CLUSTERS, {
+        "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
+        "metadata": {"name": cluster},
+        "spec": {"apiEndpoint": member.url, "syncMode": "Push",
+                 "secretRef": {"namespace": namespace, "name": cluster}}})
+    await k.make_service(members["member1"], service, [("10.1.0.40", 8080)])
+    provider = fake.FakeProvider(immediate_drain=True)
+    try:
+        async with k.running_controller(cp, provider) as run:
+            await cp.create(resources.MULTI_CLUSTER_INGRESSES,
+                            k.mci_body(name, service, "rotated.example"))
+
+            async def located(clusters: list[str]) -> Any:
+                st = await k.mci_status(cp, name)
+                return st.get("serviceLocations") == [{"name": service, "clusters": clusters}]
+            await k.eventually(lambda: located(["member1"]))  # the wrong token: 401s
+            # Each 401 makes the pool rebuild the client; rebuilt clients refused again are
+            # retried with backoff (without it: a hundred rebuilds a second).
+            refused: list[str] = []
+            run.controller.pool.add_listener(refused.append)
+            await asyncio.sleep(3)
+            assert 1 <= refused.count(cluster) <= 6
+            first = run.controller.pool.peek(cluster)
+            await cp.patch(resources.SECRETS, cluster, {"data": secret(member.token)},
+                           namespace=namespace)
+            await k.eventually(lambda: located(sorted([cluster, "member1"])))
+            assert run.controller.members.active[cluster].api is not first
+            await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+            await k.eventually(lambda: k.gone(cp, name))
+    finally:
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
+                        missing_ok=True)
+        await cp.delete(resources.CLUSTERS, cluster, missing_ok=True)
+        await cp.delete(resources.SECRETS, cluster, namespace=namespace, missing_ok=True)
+        await k.delete_service(members["member1"], service)

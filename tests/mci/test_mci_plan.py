@@ -8,6 +8,7 @@ import pytest
 
 from clusterhealth_core.api import mci
 from clusterhealth_mci import plan
+from clusterhealth_mci.providers import plan as routing
 
 TC = ("TrafficControl",)
 
@@ -105,3 +106,94 @@ def test_weights_reach_the_spec() -> None:
                             weights={"m1": 200})
     assert result.spec.weight_of("m1") == 200
     assert result.spec.weight_of("m2") == 100
+
+
+def _mci(paths: list[dict[str, Any]], host: str = "shop.example", *, name: str = "shop",
+         created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": "7",
+                         "creationTimestamp": created},
+            "spec": {"rules": [{"host": host, "http": {"paths": paths}}]}}
+
+
+def _path(path: str | None, path_type: str = "Prefix", service: str = "web",
+          port: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"pathType": path_type, "backend": {"service": {
+        "name": service, "port": port or {"number": 80}}}}
+    if path is not None:
+        body["path"] = path
+    return body
+
+
+def test_analysis_lists_the_claimed_entries_and_services() -> None:
+    found = plan.analyse("ns/shop", _mci([_path("/api"), _path("/x", "Exact", "other")]))
+    assert found.error == ""
+    assert found.version == "7"
+    assert found.precedence == ("2026-01-01T00:00:00Z", "ns/shop")
+    assert found.services == frozenset({"web", "other"})
+    assert dict(found.claims) == {
+        routing.MapEntry("exact", "shop.example/api"): "shop.example/api (Prefix)",
+        routing.MapEntry("prefix", "shop.example/api/"): "shop.example/api (Prefix)",
+        routing.MapEntry("exact", "shop.example/x"): "shop.example/x (Exact)",
+    }
+
+
+@pytest.mark.parametrize(("paths", "problem"), [
+    # Karmada's own CRD has no CEL rule: a relative path reaches the controller.
+    ([_path("api")], "must be an absolute path"),
+    ([_path("/a b")], "without spaces"),
+    ([_path("/api/.*", "ImplementationSpecific")], "regular expression"),
+    ([_path("/a//b")], "must not contain '//'"),
+])
+def test_analysis_reports_what_cannot_be_served(paths: list[dict[str, Any]],
+                                                problem: str) -> None:
+    found = plan.analyse("ns/shop", _mci(paths))
+    assert problem in found.error
+    assert not found.error.startswith("ns/shop")
+    assert found.claims == {}
+
+
+PORTS = [("http", 80), ("", 8443)]
+
+
+@pytest.mark.parametrize(("port", "ports", "fatal", "partial"), [
+    pytest.param("http", {("m1", "web"): PORTS}, [], [], id="by name"),
+    pytest.param("8443", {("m1", "web"): PORTS}, [], [], id="by number"),
+    pytest.param("web", {("m1", "web"): PORTS, ("m2", "web"): PORTS},
+                 ["Service web has no port named 'web' in m1, m2 (its ports: 80/http, 8443)"],
+                 [], id="nowhere"),
+    pytest.param("81", {("m1", "web"): PORTS}, ["Service web has no port 81 in m1"], [],
+                 id="number nowhere"),
+    pytest.param("http", {("m1", "web"): PORTS, ("m2", "web"): [("other", 80)]}, [],
+                 ["Service web has no port named 'http' in m2, which get none of its traffic"],
+                 id="partial"),
+    pytest.param("web", {("m1", "web"): None, ("m2", "web"): None}, [], [],
+                 id="Service not known: no verdict"),
+    pytest.param("web", {("m1", "web"): None, ("m2", "web"): PORTS},
+                 ["Service web has no port named 'web' in m2"], [],
+                 id="the known cluster decides"),
+])
+def test_port_problems(port: str, ports: dict[tuple[str, str], Any], fatal: list[str],
+                       partial: list[str]) -> None:
+    got_fatal, got_partial = plan.port_problems(
+        [("web", port)], {"web": ["m1", "m2"]}, ports)
+    assert len(got_fatal) == len(fatal)
+    for got, want in zip(got_fatal, fatal, strict=True):
+        assert got.startswith(want)
+    assert got_partial == partial
+
+
+def test_status_lists_are_cut_to_the_crd_bounds() -> None:
+    clusters = [f"c{i:05d}" for i in range(mci.MAX_CLUSTERS + 5)]
+    actions = {c: TC for c in clusters[:-1]}  # one left unblocked: no fail-open
+    result = plan.make_plan("ns/shop", spec(), {"api": clusters}, {}, actions)
+    fields = result.status_fields()
+    assert len(fields["trafficBlockClusters"]) == mci.MAX_CLUSTERS  # type: ignore[arg-type]
+    locations = fields["serviceLocations"]
+    assert isinstance(locations, list)
+    assert len(locations[0]["clusters"]) == mci.MAX_CLUSTERS
+    notes = result.left_out()
+    assert f"serviceLocations of api lists {mci.MAX_CLUSTERS} clusters, 5 more not listed" \
+        in notes
+    assert f"trafficBlockClusters lists {mci.MAX_CLUSTERS} clusters, 4 more blocked but " \
+        "not listed" in notes
+    assert mci.MultiClusterIngressStatus.from_dict(fields).traffic_block_clusters

@@ -168,8 +168,7 @@ class MCIController:
 
     def _analyse(self, key: str, obj: Mapping[str, Any]) -> plan.Analysis:
         known = self._analysis.get(key)
-        version = str(obj["metadata"].get("resourceVersion", ""))
-        if known is not None and known.version == version:
+        if known is not None and known.version == plan.spec_version(obj):
             return known
         return plan.analyse(key, obj)
 

@@ -90,7 +90,7 @@ class Analysis:
     """What an MCI's spec alone decides (computed once per resourceVersion)."""
 
     version: str
-    """The ``resourceVersion`` analysed."""
+    """What was analysed: :func:`spec_version` of the object."""
     precedence: tuple[str, str]
     """``(creationTimestamp, namespace/name)``: the smaller one keeps a contested route."""
     error: str = ""
@@ -107,10 +107,21 @@ def describe_route(route: base.Route) -> str:
     return f"{route.host or '*'}{route.path} ({route.path_type})"
 
 
+def spec_version(obj: Mapping[str, Any]) -> str:
+    """The ``generation`` (it changes with the spec, not with the status).
+
+    Without one, the ``resourceVersion``.
+    """
+    metadata = obj.get("metadata") or {}
+    generation = metadata.get("generation")
+    return f"g{generation}" if generation is not None else str(
+        metadata.get("resourceVersion", ""))
+
+
 def analyse(key: str, obj: Mapping[str, Any]) -> Analysis:
     """Parse and check the spec; list the host+path entries it claims."""
     metadata = obj.get("metadata") or {}
-    version = str(metadata.get("resourceVersion", ""))
+    version = spec_version(obj)
     precedence = (str(metadata.get("creationTimestamp", "")), key)
     try:
         model = mci.MultiClusterIngress.from_dict(obj)

@@ -127,7 +127,7 @@ def _path(path: str | None, path_type: str = "Prefix", service: str = "web",
 def test_analysis_lists_the_claimed_entries_and_services() -> None:
     found = plan.analyse("ns/shop", _mci([_path("/api"), _path("/x", "Exact", "other")]))
     assert found.error == ""
-    assert found.version == "7"
+    assert found.version == "7"  # no generation: the resourceVersion
     assert found.precedence == ("2026-01-01T00:00:00Z", "ns/shop")
     assert found.services == frozenset({"web", "other"})
     assert dict(found.claims) == {

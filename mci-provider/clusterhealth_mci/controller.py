@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from clusterhealth_core import members as pool_members
@@ -47,7 +47,7 @@ from clusterhealth_core import runner, status
 from clusterhealth_core.api import mci as mci_api
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import informer, resources
-from clusterhealth_mci import bindings, members, messages, metrics, plan
+from clusterhealth_mci import bindings, members, metrics, plan
 from clusterhealth_mci.providers import base
 from clusterhealth_mci.providers import plan as routing
 
@@ -69,6 +69,11 @@ CAPACITY_SETTINGS = {
     "slots": "--haproxy-slots (chart value haproxy.slots)",
 }
 """The flag raising each provider limit; the HAProxy configuration must be rendered for it."""
+CONDITION_MESSAGE_BUDGET = 2048
+"""Characters of a condition message (the API allows 32768: a long list never costs the
+whole status write, and stays readable in ``kubectl describe``)."""
+EVENT_MESSAGE_BUDGET = 1000
+"""Characters of an Event message (the recorder cuts at 1024 bytes)."""
 
 cluster_fields = informer.keep_fields(
     "spec.apiEndpoint", "spec.secretRef", "spec.insecureSkipTLSVerification", "spec.proxyURL",
@@ -359,9 +364,9 @@ class MCIController:
             raise SpecError(ROUTE_CONFLICT, _conflict_message(held))
         decided = self.make_plan(obj, analysis.model)
         if decided.missing_ports:
-            raise SpecError(PORT_NOT_FOUND, messages.listing(
-                [*decided.missing_ports, "change the MCI's backend port or the Service"],
-                messages.MAX_CONDITION_MESSAGE), decided)
+            raise SpecError(PORT_NOT_FOUND, _bounded(
+                [*decided.missing_ports, "change the MCI's backend port or the Service"]),
+                decided)
         self._serving(key, True)
         lb_status = await self._ensure(key, decided)
         self.specs[key] = decided.spec
@@ -392,8 +397,8 @@ class MCIController:
                 losers = [h for h in exc.holders if h != key and h not in self.conflicts(
                     key, self._analysis[key])]
                 if attempt or not losers or len(losers) != len(exc.holders):
-                    raise SpecError(ROUTE_CONFLICT, messages.truncate(
-                        str(exc), messages.MAX_CONDITION_MESSAGE), decided) from exc
+                    raise SpecError(ROUTE_CONFLICT, meta.bound_message(
+                        str(exc), CONDITION_MESSAGE_BUDGET), decided) from exc
                 for loser in losers:
                     log.info("%s: takes its routes back from %s", key, loser)
                     await self._timed("ensure_deleted",
@@ -426,8 +431,7 @@ class MCIController:
             return
         self._serving(key, False, error.reason)
         decided = error.plan if isinstance(error, SpecError) else None
-        message = messages.listing(error.message.split("; "), messages.MAX_CONDITION_MESSAGE
-                                   - 70)
+        message = _bounded(error.message.split("; "), CONDITION_MESSAGE_BUDGET - 70)
         served = key in self.specs
         note = ("; the load balancer keeps this MCI's previous configuration" if served
                 else "; the MCI is not served")
@@ -456,8 +460,8 @@ class MCIController:
         # One Event per spec and error: not again when only a resync or the status changed.
         reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
         if self._reported.get(key) != reported:
-            self.recorder.record(_target(obj), "Warning", error.reason, messages.listing(
-                error.message.split("; "), messages.MAX_EVENT_MESSAGE))
+            self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
+                error.message.split("; "), EVENT_MESSAGE_BUDGET))
         self._reported[key] = reported
 
     async def _write_status(self, obj: Mapping[str, Any], decided: plan.Plan,
@@ -485,9 +489,9 @@ class MCIController:
                 observed_generation=generation,
                 last_transition_time=now,
                 reason="Programmed" if lb_status.ingress else "NoAddress",
-                message=f"{self.provider.name}: " + messages.listing(
-                    [*(active or ["no backends"]), *notes], messages.MAX_CONDITION_MESSAGE
-                    - len(self.provider.name) - 2),
+                message=f"{self.provider.name}: " + _bounded(
+                    [*(active or ["no backends"]), *notes],
+                    CONDITION_MESSAGE_BUDGET - len(self.provider.name) - 2),
             ),
         ]
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
@@ -577,6 +581,14 @@ class MCIController:
             await self.pool.close()
 
 
+def _bounded(parts: Sequence[str], budget: int = CONDITION_MESSAGE_BUDGET) -> str:
+    """``parts`` joined with "; " within ``budget`` characters, saying how many were left out.
+
+    Each part is cut to half the budget first, so one long part never hides the others.
+    """
+    return meta.join_limited([meta.bound_message(p, budget // 2) for p in parts], budget, "; ")
+
+
 def _generation(obj: Mapping[str, Any]) -> int | None:
     generation = obj["metadata"].get("generation")
     return int(generation) if generation is not None else None
@@ -595,8 +607,7 @@ def _without_key(key: str, exc: Exception) -> str:
 def _conflict_message(held: Mapping[str, Iterable[str]]) -> str:
     parts = [f"{', '.join(routes)} already served for MCI {holder} (older: it keeps them)"
              for holder, routes in sorted(held.items())]
-    return messages.listing([*parts, "change the host or path, or remove it from the other MCI"],
-                            messages.MAX_CONDITION_MESSAGE)
+    return _bounded([*parts, "change the host or path, or remove it from the other MCI"])
 
 
 def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
@@ -609,7 +620,7 @@ def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
 
 
 def _fail_open_message(decided: plan.Plan) -> str:
-    clusters = messages.listing(list(decided.traffic_block_clusters),
-                                messages.MAX_CONDITION_MESSAGE - 100, separator=", ")
+    clusters = meta.join_limited(decided.traffic_block_clusters,
+                                 CONDITION_MESSAGE_BUDGET - 100)
     return (f"every located cluster is blocked ({clusters}): "
             "serving from all of them rather than from none")

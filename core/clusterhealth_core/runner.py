@@ -141,7 +141,8 @@ async def check_served(api: kube.ApiClient, needed: Sequence[resources.Resource]
     """Fail start-up with one clear message unless every ``needed`` API is served."""
     try:
         for resource in needed:
-            await api.list(resource)
+            async for _ in api.list_pages(resource, limit=1):
+                break  # one object is enough to know the API is served
     except errors.NotFound as exc:
         kinds = " or ".join(r.kind for r in needed)
         raise StartupError(f"the {kinds} API is not served here: {hint}") from exc

@@ -761,6 +761,7 @@ def _expected_grants(secret_namespace: str = "karmada-cluster", lease: str = REL
         (namespace, "coordination.k8s.io", "leases", "create", ()),
         (namespace, "coordination.k8s.io", "leases", "get", (lease,)),
         (namespace, "coordination.k8s.io", "leases", "update", (lease,)),
+        (namespace, "coordination.k8s.io", "leases", "watch", (lease,)),
     }
 
 

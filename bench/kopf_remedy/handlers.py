@@ -44,7 +44,7 @@ from kopf._cogs.clients import patching
 
 from clusterhealth_core.api import meta, remedy
 from clusterhealth_core.kube import resources
-from clusterhealth_remedy import decision
+from clusterhealth_remedy import controller, decision
 
 CLUSTERS = kopf.Resource(
     resources.CLUSTERS.group, resources.CLUSTERS.version, resources.CLUSTERS.plural,
@@ -96,17 +96,8 @@ def condition_statuses(body: Mapping[str, Any]) -> dict[str, str]:
     return {str(c.get("type")): str(c.get("status")) for c in conditions}
 
 
-def owned_status(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The owned status fields, in the wire shape of ``decision.status_patch``."""
-    st = body.get("status") or {}
-    owned: dict[str, Any] = {}
-    if st.get("remedyActions"):
-        owned["remedyActions"] = list(st["remedyActions"])
-    if st.get("remedyActionSources"):
-        owned["remedyActionSources"] = [
-            {"action": s.get("action"), "remedies": list(s.get("remedies") or [])}
-            for s in st["remedyActionSources"]]
-    return owned
+owned_status = controller.owned_status
+"""The owned status fields, in the wire shape of ``decision.status_patch`` (ours, shared)."""
 
 
 def sources(owned: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -91,21 +91,28 @@ async def grant_identities(
         with contextlib.suppress(errors.Conflict):
             await api.create(resources.SERVICE_ACCOUNTS,
                              {"metadata": {"name": account, "namespace": namespace}})
-        answer = await api.request(
-            "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=namespace,
-                                                    subresource="token"),
-            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                  "spec": {"audiences": [AUDIENCE], "expirationSeconds": 3600}})
+        token = await service_account_token(api, namespace, account)
         path = directory / f"{namespace}-{account}.kubeconfig"
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": account,
             "clusters": [{"name": "api", "cluster": {
                 "server": server_url, "certificate-authority": str(ca_file)}}],
-            "users": [{"name": account, "user": {"token": str(answer["status"]["token"])}}],
+            "users": [{"name": account, "user": {"token": token}}],
             "contexts": [{"name": account, "context": {"cluster": "api", "user": account}}],
         }))
         kubeconfigs[account] = path
     return kubeconfigs
+
+
+async def service_account_token(api: kube.ApiClient, namespace: str, account: str,
+                                seconds: int = 3600) -> str:
+    """A bearer token for ServiceAccount ``namespace/account`` (the TokenRequest API)."""
+    answer = await api.request(
+        "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=namespace,
+                                                subresource="token"),
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"audiences": [AUDIENCE], "expirationSeconds": seconds}})
+    return str(answer["status"]["token"])
 
 
 def emit(event: str, identity: str, **extra: object) -> None:

@@ -34,14 +34,10 @@ async def list_only_client(env: environment.LocalEnvironment, account: str) -> k
         with contextlib.suppress(errors.Conflict):
             await api.create(resources.SERVICE_ACCOUNTS,
                              {"metadata": {"name": account, "namespace": NAMESPACE}})
-        answer = await api.request(
-            "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=NAMESPACE,
-                                                    subresource="token"),
-            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                  "spec": {"audiences": [elector.AUDIENCE], "expirationSeconds": 3600}})
+        token = await elector.service_account_token(api, NAMESPACE, account)
     server = env.servers[environment.CONTROL_PLANE]
     return kube.ApiClient(config.Credentials(server=server.url, ca_data=env.ca.cert_pem,
-                                             token=answer["status"]["token"]), environ={})
+                                             token=token), environ={})
 
 
 async def test_a_forbidden_watch_is_retried_ever_more_slowly_without_relisting(

@@ -169,3 +169,13 @@ def http_path(service: str, path: str = "/", path_type: str = "Prefix",
     number_or_name = {"number": port} if isinstance(port, int) else {"name": port}
     return {"path": path, "pathType": path_type,
             "backend": {"service": {"name": service, "port": number_or_name}}}
+
+
+async def listening(address: str, port: int) -> bool:
+    """Whether something accepts TCP connections at ``address:port``."""
+    try:
+        _, writer = await asyncio.open_connection(address, port)
+    except OSError:
+        return False
+    writer.close()
+    return True

@@ -63,15 +63,6 @@ class Stack:
         return await httpload.get(self.layout.bind_port, host, path)
 
 
-async def _listening(address: str, port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection(address, port)
-    except OSError:
-        return False
-    writer.close()
-    return True
-
-
 @pytest.fixture(scope="module")
 async def stack(env: environment.LocalEnvironment) -> AsyncIterator[Stack]:
     python_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -95,7 +86,7 @@ async def stack(env: environment.LocalEnvironment) -> AsyncIterator[Stack]:
         backend.start()
         procs.append(backend)
     for port in PORTS:
-        await k.eventually(lambda p=port: _listening(host.address, p), timeout=10)
+        await k.eventually(lambda p=port: k.listening(host.address, p), timeout=10)
     metrics_port = haproxy.free_port()
     mci = processes.ManagedProcess("clusterhealth_mci", [
         sys.executable, "-m", "clusterhealth_mci", "--kubeconfig", str(env.kubeconfig()),

@@ -61,15 +61,6 @@ def _spawn(module: str, args: list[str], log: pathlib.Path, env: dict[str, str]
     return proc
 
 
-async def _listening(address: str, port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection(address, port)
-    except OSError:
-        return False
-    writer.close()
-    return True
-
-
 @pytest.fixture
 async def stack(env: environment.LocalEnvironment, cp: kube.ApiClient,
                 members: dict[str, kube.ApiClient], python_env: dict[str, str],
@@ -96,7 +87,7 @@ async def stack(env: environment.LocalEnvironment, cp: kube.ApiClient,
             procs.append(backend)
     for host in hosts.values():
         for port in BACKEND_PORTS:
-            await k.eventually(lambda h=host, p=port: _listening(h.address, p), timeout=10)
+            await k.eventually(lambda h=host, p=port: k.listening(h.address, p), timeout=10)
     service, mci_name, remedy = k.unique("shop"), k.unique("shop"), k.unique("dns")
     for cluster, host in hosts.items():
         await k.make_service(members[cluster], service,

@@ -223,35 +223,38 @@ class Informer:
             if self.metrics is not None:
                 self.metrics.lists.labels(self.resource.plural).inc()
             for raw in page.get("items") or []:
-                obj = self._prepare(raw)
-                key = key_of(obj)
-                seen.add(key)
-                previous = self.store.get(key)
-                self.store[key] = obj
-                if previous is None:
-                    self._emit("ADDED", obj, None)
-                elif _version(previous) != _version(obj):
-                    self._emit("MODIFIED", obj, previous)
+                seen.add(self._listed(self._prepare(raw)))
             version = str((page.get("metadata") or {}).get("resourceVersion", ""))
-        for key in [k for k in self.store if k not in seen]:
+        self._drop_except(seen)
+        return version
+
+    def _listed(self, obj: Object) -> str:
+        """Store one listed object (ADDED, or MODIFIED if its version moved); its key."""
+        key = key_of(obj)
+        previous = self.store.get(key)
+        self.store[key] = obj
+        if previous is None:
+            self._emit("ADDED", obj, None)
+        elif _version(previous) != _version(obj):
+            self._emit("MODIFIED", obj, previous)
+        return key
+
+    def _drop_except(self, keys: set[str]) -> None:
+        """After a full list: every cached object not in it was deleted meanwhile."""
+        for key in [k for k in self.store if k not in keys]:
             old = self.store.pop(key)
             self._emit("DELETED", old, old)
         self._count()
-        return version
 
     def _replace(self, items: list[Object]) -> None:
         """Make the store exactly ``items`` (for tests and callers holding a full list)."""
-        fresh = {key_of(obj): obj for obj in map(self._prepare, items)}
-        for key in [k for k in self.store if k not in fresh]:
+        fresh = [self._prepare(obj) for obj in items]
+        keys = {key_of(obj) for obj in fresh}
+        for key in [k for k in self.store if k not in keys]:  # deletions first, as before
             old = self.store.pop(key)
             self._emit("DELETED", old, old)
-        for key, obj in fresh.items():
-            previous = self.store.get(key)
-            self.store[key] = obj
-            if previous is None:
-                self._emit("ADDED", obj, None)
-            elif _version(previous) != _version(obj):
-                self._emit("MODIFIED", obj, previous)
+        for obj in fresh:
+            self._listed(obj)
         self._count()
 
     def _apply(self, event: kube.WatchEvent) -> None:

@@ -1,8 +1,9 @@
 """The HTTP endpoints every component serves: ``/metrics``, ``/healthz``, ``/readyz``.
 
 Why our own server: the agent runs on every node against a tight memory
-budget, and a general web framework costs more RSS than the whole job (the
-lead measured aiohttp at +14.6 MiB; httpx, our client, has no server).  What
+budget, and a general web framework costs more RSS than the whole job (aiohttp
+measured +14.6 MiB over asyncio, docs/decisions/0002-http-library.md; httpx,
+our client, has no server).  What
 Prometheus and kubelet probes need is small, so this is a small HTTP/1.1
 server on asyncio streams, made safe to expose on a pod network:
 

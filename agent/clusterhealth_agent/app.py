@@ -18,7 +18,7 @@ from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import config as probe_config
 from clusterhealth_agent.probes import registry as probe_registry
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
+from clusterhealth_core import runner, serving, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -66,6 +66,7 @@ class Agent:
                 failure_quorum=settings.failure_quorum,
             ),
             self.nodes, control_plane_api, self.metrics, clock,
+            status.SchemaMetrics(registry),
         )
         self.last_round: float | None = None
         self.published_once = False

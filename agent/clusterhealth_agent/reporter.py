@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from clusterhealth_agent import aggregate, metrics
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import status
+from clusterhealth_core import schema, status
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
@@ -56,6 +56,7 @@ class Reporter:
         control_plane: kube.ApiClient,
         agent_metrics: metrics.AgentMetrics,
         clock: clocks.Clock,
+        schema_metrics: status.SchemaMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.nodes = nodes
@@ -65,7 +66,23 @@ class Reporter:
         self._last: tuple[tuple[str, bool | None, str, str], ...] | None = None
         self._last_at = float("-inf")
         self._changed = asyncio.Event()
+        self.schema_metrics = schema_metrics
+        self._status_writer: status.StatusWriter | None = None
         nodes.add_handler(self._on_node_event)
+
+    async def _writer(self) -> status.StatusWriter:
+        """The condition writer for this server, from its schema (read once per term).
+
+        On our control plane ``status.conditions`` is a list-map (server-side
+        apply); on Karmada's Cluster API it is atomic, so the writer merges
+        the agent's conditions into the live list instead of replacing it.
+        """
+        if self._status_writer is None or self._status_writer.api is not self.control_plane:
+            kind = await schema.discover(self.control_plane, resources.CLUSTERS)
+            self._status_writer = status.StatusWriter(
+                self.control_plane, kind, FIELD_MANAGER, frozenset({"conditions"}),
+                frozenset(self.settings.condition_types), self.schema_metrics)
+        return self._status_writer
 
     def _on_node_event(self, event: str, obj: dict[str, object], old: object) -> None:
         self._changed.set()
@@ -109,10 +126,9 @@ class Reporter:
                 message=verdict.message,
             ))
         desired = status.keep_transition_times(live.values(), desired)
-        await status.apply_conditions(
-            self.control_plane, resources.CLUSTERS, self.settings.cluster_name, desired,
-            field_manager=FIELD_MANAGER,
-        )
+        writer = await self._writer()
+        await writer.write(self.settings.cluster_name,
+                           {"conditions": [c.to_dict() for c in desired]})
         if key != self._last:
             log.info("reported %s", "; ".join(
                 f"{v.condition_type}={'keep' if v.status is None else v.status} ({v.reason})"
@@ -144,6 +160,7 @@ class Reporter:
                         await self._changed.wait()
         finally:
             self.metrics.clear_cluster()
+            self._status_writer = None
             self._last = None
             self._last_at = float("-inf")
 

@@ -12,12 +12,23 @@ whole status: its PR 5030.)
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import prometheus_client
+
+from clusterhealth_core import schema
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import resources
+from clusterhealth_core.kube import errors, resources
+
+log = logging.getLogger(__name__)
+CONFLICT_ATTEMPTS = 8
+"""Read-modify-writes retried on 409, with a growing jittered pause (others write too)."""
 
 
 def live_conditions(obj: Mapping[str, Any]) -> tuple[meta.Condition, ...]:
@@ -78,3 +89,155 @@ async def apply_conditions(
         api, resource, name, {"conditions": [c.to_dict() for c in conditions]},
         field_manager=field_manager, namespace=namespace,
     )
+
+
+class StatusNotServed(errors.KubeError):
+    """The server answered 404 to a status write although the object exists."""
+
+
+class SchemaMetrics:
+    """``clusterhealth_schema_unsupported_field{resource,field}``: what a server cannot hold."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.unsupported = prometheus_client.Gauge(
+            "clusterhealth_schema_unsupported_field",
+            "1 for each status field this component would write that the server's schema "
+            "does not declare (left out of every write).",
+            ["resource", "field"], registry=registry)
+
+
+@dataclasses.dataclass
+class StatusWriter:
+    """One writer's status fields on one kind, written the way that server supports.
+
+    * Fields the server's schema does not declare are left out of every write
+      (said once, at construction, in the log and in ``metrics``).
+    * ``status.conditions`` declared a list-map: server-side apply, as
+      :func:`apply_status` (the server merges by ``type``).  An atomic list
+      (Karmada's Cluster API), or no published schema: read-modify-write of the
+      conditions guarded by ``resourceVersion``, retried on conflict, keeping
+      every other writer's conditions, as Karmada's own controllers do.
+    * No status subresource: the status is written through the main resource.
+    * No ``status`` in the schema at all: :attr:`writable` is False.
+    """
+
+    api: kube.ApiClient
+    kind: schema.Kind
+    field_manager: str
+    fields: frozenset[str]
+    """The top-level status fields this writer owns (``conditions`` included if it writes some)."""
+    condition_types: frozenset[str] = frozenset()
+    """The condition types this writer owns (others' are never touched)."""
+    metrics: SchemaMetrics | None = None
+
+    def __post_init__(self) -> None:
+        self.writable = self.kind.declares("status")
+        wanted = sorted(self.fields) if self.writable else ["status"]
+        self.unsupported = frozenset(
+            self.kind.undeclared_status_fields(wanted) if self.writable else ["status"])
+        for field in sorted(self.unsupported):
+            log.warning("%s does not declare status.%s on this server: %s leaves it out of "
+                        "every write", self.kind.resource.crd_name,
+                        field if field != "status" else "(status)", self.field_manager)
+            if self.metrics is not None:
+                self.metrics.unsupported.labels(self.kind.resource.crd_name, field).set(1)
+        self.merge_conditions = "conditions" in self.fields and self.kind.list_type(
+            "status", "conditions") != "map"
+        node = self.kind.node("status") if self.kind.known else None
+        self.status_nullable = bool(node and node.get("nullable"))
+
+    def supported(self, status: Mapping[str, Any]) -> dict[str, Any]:
+        """``status`` without the fields the server does not declare."""
+        return {k: v for k, v in status.items() if k not in self.unsupported}
+
+    @property
+    def _subresource(self) -> str | None:
+        return "status" if self.kind.status_subresource else None
+
+    async def write(self, name: str, status: Mapping[str, Any], *,
+                    namespace: str | None = None) -> dict[str, Any] | None:
+        """Make this writer's fields equal ``status`` (absent ones removed).
+
+        Returns the object as written, or None when nothing is writable here.
+        """
+        if not self.writable:
+            return None
+        wanted = self.supported(status)
+        try:
+            # An apply that gives up every field can leave ``status: null``, which a
+            # schema without ``nullable`` rejects: such removals are read-modify-writes.
+            if self.merge_conditions or (not wanted and not self.status_nullable):
+                return await self._read_modify_write(name, wanted, namespace)
+            metadata: dict[str, Any] = {"name": name}
+            if namespace is not None:
+                metadata["namespace"] = namespace
+            return await self.api.apply(
+                self.kind.resource, {"metadata": metadata, "status": wanted},
+                field_manager=self.field_manager, subresource=self._subresource)
+        except errors.NotFound as exc:
+            await self._explain_not_found(name, namespace, exc)
+            raise
+
+    async def _explain_not_found(self, name: str, namespace: str | None,
+                                 exc: errors.NotFound) -> None:
+        try:
+            await self.api.get(self.kind.resource, name, namespace=namespace)
+        except errors.NotFound:
+            return  # really gone: the caller's NotFound is right
+        raise StatusNotServed(
+            f"{self.kind.resource.crd_name} {name} exists but the status write got 404 "
+            f"({exc}): the server does not serve its status this way") from exc
+
+    async def _read_modify_write(self, name: str, wanted: Mapping[str, Any],
+                                 namespace: str | None) -> dict[str, Any]:
+        last: errors.Conflict | None = None
+        for attempt in range(CONFLICT_ATTEMPTS):
+            live = await self.api.get(self.kind.resource, name, namespace=namespace)
+            current = dict(live.get("status") or {})
+            mine = self.condition_types | {str(c.get("type"))
+                                           for c in wanted.get("conditions") or []}
+            updated = merged_status(current, wanted, self.fields - self.unsupported, mine)
+            if updated == current:
+                return live
+            try:
+                return await self.api.update(self.kind.resource, {**live, "status": updated},
+                                             subresource=self._subresource)
+            except errors.Conflict as exc:
+                last = exc
+                await asyncio.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        assert last is not None
+        raise last
+
+
+def merged_status(current: Mapping[str, Any], wanted: Mapping[str, Any],
+                  fields: Iterable[str], condition_types: Iterable[str]) -> dict[str, Any]:
+    """``current`` with this writer's ``fields`` set from ``wanted`` (absent ones removed).
+
+    Conditions are merged by type: entries of ``condition_types`` are replaced
+    in place by ``wanted``'s (or dropped when ``wanted`` lacks them), new ones
+    are appended, every other writer's entry stays where it was.
+    """
+    result = dict(current)
+    owned_types = set(condition_types)
+    for field in fields:
+        if field == "conditions":
+            continue
+        if field in wanted and wanted[field] not in (None, [], {}):
+            result[field] = wanted[field]
+        else:
+            result.pop(field, None)
+    if "conditions" in fields:
+        desired = {str(c["type"]): c for c in wanted.get("conditions") or []}
+        kept: list[Any] = []
+        for entry in current.get("conditions") or []:
+            ctype = str(entry.get("type"))
+            if ctype in desired:
+                kept.append(desired.pop(ctype))
+            elif ctype not in owned_types:
+                kept.append(entry)
+        kept += list(desired.values())
+        if kept:
+            result["conditions"] = kept
+        else:
+            result.pop("conditions", None)
+    return result

@@ -337,7 +337,7 @@ def test_control_plane_target_renders_only_its_rbac(render: Render) -> None:
         {"apiGroups": ["cluster.karmada.io"], "resources": ["clusters"],
          "resourceNames": ["member1"], "verbs": ["get"]},
         {"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/status"],
-         "resourceNames": ["member1"], "verbs": ["patch"]},
+         "resourceNames": ["member1"], "verbs": ["patch", "update"]},
     ]
     binding = _one(documents, "ClusterRoleBinding", "clusterhealth-agent:member1")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",

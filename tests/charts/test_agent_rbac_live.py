@@ -15,7 +15,7 @@ import chartkit
 import pytest
 import yaml
 
-from clusterhealth_core import status
+from clusterhealth_core import schema, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, resources
 from clusterhealth_localenv import binaries, environment
@@ -63,6 +63,14 @@ async def test_agent_identity_may_touch_only_its_own_cluster(
             pytest.fail("the agent identity never got read access to its Cluster")
         await status.apply_status(agent, resources.CLUSTERS, "member1",
                                   {"conditions": [CONDITION]}, field_manager="rbac-test")
+        # What the agent reads to choose how to write, and the read-modify-write it uses
+        # where conditions are an atomic list (Karmada's Cluster API).
+        kind = await schema.discover(agent, resources.CLUSTERS)
+        assert kind.known and kind.status_subresource
+        atomic = schema.Kind(resources.CLUSTERS, status_subresource=True, root=None)
+        writer = status.StatusWriter(agent, atomic, "rbac-test", frozenset({"conditions"}),
+                                     frozenset({CONDITION["type"]}))
+        await writer.write("member1", {"conditions": [CONDITION]})
         with pytest.raises(errors.Forbidden):
             await agent.get(resources.CLUSTERS, "member2")
         with pytest.raises(errors.Forbidden):

@@ -1,0 +1,201 @@
+"""Status writers that respect a server they do not own, on real API servers.
+
+Our Cluster CRD declares ``status.conditions`` a list-map; Karmada's Cluster
+API does not, and Karmada's Remedy CRD has no status subresource.  These
+tests install CRDs of a test group with exactly those shapes and check that
+the writer, reading only what the server publishes, keeps every other
+writer's conditions, leaves out undeclared fields (and says so), and writes
+status through the main resource when there is no subresource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import prometheus_client
+import pytest
+
+from clusterhealth_core import schema, status
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, resources
+
+GROUP = "statustest.clusterhealth.io"
+
+
+def _crd(plural: str, kind: str, *, list_map: bool, subresource: bool) -> dict[str, Any]:
+    conditions: dict[str, Any] = {"type": "array", "items": {
+        "type": "object", "required": ["type", "status"],
+        "properties": {k: {"type": "string"} for k in (
+            "type", "status", "reason", "message", "lastTransitionTime")}}}
+    if list_map:
+        conditions |= {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+    version: dict[str, Any] = {
+        "name": "v1", "served": True, "storage": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {"type": "object", "properties": {
+                "conditions": conditions,
+                "actions": {"type": "array", "items": {"type": "string"}}}}}}}}
+    if subresource:
+        version["subresources"] = {"status": {}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": "Cluster", "versions": [version],
+                     "names": {"plural": plural, "singular": plural[:-1], "kind": kind}}}
+
+
+ATOMIC = resources.Resource(GROUP, "v1", "atomics", "Atomic", namespaced=False)
+NOSTATUS = resources.Resource(GROUP, "v1", "plains", "Plain", namespaced=False)
+LISTMAP = resources.Resource(GROUP, "v1", "listmaps", "ListMap", namespaced=False)
+
+
+@pytest.fixture(scope="module")
+async def test_kinds(env: Any) -> dict[str, schema.Kind]:
+    async with env.client() as api:
+        for crd in (_crd("atomics", "Atomic", list_map=False, subresource=True),
+                    _crd("plains", "Plain", list_map=False, subresource=False),
+                    _crd("listmaps", "ListMap", list_map=True, subresource=True)):
+            with contextlib.suppress(errors.Conflict):
+                await api.create(resources.CRDS, crd)
+        for resource in (ATOMIC, NOSTATUS, LISTMAP):
+            for _ in range(100):
+                crd = await api.get(resources.CRDS, resource.crd_name)
+                if any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in (crd.get("status") or {}).get("conditions") or []):
+                    break
+                await asyncio.sleep(0.1)
+        return {r.plural: await schema.discover(api, r) for r in (ATOMIC, NOSTATUS, LISTMAP)}
+
+
+def _condition(ctype: str, value: str) -> dict[str, str]:
+    return {"type": ctype, "status": value, "reason": "Test", "message": f"{ctype} {value}",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+async def test_the_schema_says_how_to_write(test_kinds: dict[str, schema.Kind],
+                                            cp: kube.ApiClient) -> None:
+    atomic, plain, listmap = test_kinds["atomics"], test_kinds["plains"], test_kinds["listmaps"]
+    assert (atomic.list_type("status", "conditions"), atomic.status_subresource) == (
+        "atomic", True)
+    assert (plain.status_subresource, listmap.list_type("status", "conditions")) == (
+        False, "map")
+    assert atomic.declares("status", "actions") and not atomic.declares("status", "sources")
+    assert atomic.declares("spec", "anything", "below")  # preserve-unknown-fields
+    ours = await schema.discover(cp, resources.CLUSTERS)
+    assert ours.list_type("status", "conditions") == "map"
+    assert ours.declares("status", "remedyActionSources")
+    assert ours.declares("spec", "taints", "[]", "timeAdded")
+
+
+async def test_atomic_conditions_are_merged_never_replaced(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name = f"a-{uuid.uuid4().hex[:6]}"
+    await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
+                             "metadata": {"name": name}})
+    kind = test_kinds["atomics"]
+    agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
+                                frozenset({"DNSReady"}))
+    karmada = status.StatusWriter(cp, kind, "karmada", frozenset({"conditions"}),
+                                  frozenset({"Ready"}))
+    assert agent.merge_conditions
+
+    async def flip(writer: status.StatusWriter, ctype: str, rounds: int) -> None:
+        for i in range(rounds):
+            await writer.write(name, {"conditions": [
+                _condition(ctype, "True" if i % 2 else "False")]})
+
+    versions: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async for event in cp.watch(ATOMIC, field_selector=f"metadata.name={name}"):
+            if event.type == "MODIFIED":
+                versions.append(event.object)
+
+    watcher = asyncio.create_task(follow())
+    await asyncio.sleep(0.3)
+    await flip(karmada, "Ready", 1)
+    await asyncio.gather(flip(agent, "DNSReady", 30), flip(karmada, "Ready", 30))
+    await asyncio.sleep(0.5)
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    final = await cp.get(ATOMIC, name)
+    assert {c["type"] for c in final["status"]["conditions"]} == {"Ready", "DNSReady"}
+    after_first = [v for v in versions if any(
+        c["type"] == "DNSReady" for c in (v.get("status") or {}).get("conditions") or [])]
+    assert len(after_first) >= 30
+    for version in versions[1:]:  # once both exist, no version ever lost one
+        types = {c["type"] for c in version["status"]["conditions"]}
+        assert "Ready" in types, version["status"]
+    # Removing the agent's condition leaves Karmada's.
+    await agent.write(name, {"conditions": []})
+    final = await cp.get(ATOMIC, name)
+    assert [c["type"] for c in final["status"]["conditions"]] == ["Ready"]
+
+
+async def test_undeclared_fields_are_left_out_and_reported(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    await cp.create(LISTMAP, {"apiVersion": f"{GROUP}/v1", "kind": "ListMap",
+                              "metadata": {"name": name}})
+    registry = prometheus_client.CollectorRegistry()
+    writer = status.StatusWriter(cp, test_kinds["listmaps"], "remedy",
+                                 frozenset({"actions", "sources"}),
+                                 metrics=status.SchemaMetrics(registry))
+    assert writer.unsupported == {"sources"}
+    assert registry.get_sample_value("clusterhealth_schema_unsupported_field",
+                                     {"resource": LISTMAP.crd_name, "field": "sources"}) == 1
+    await writer.write(name, {"actions": ["TrafficControl"],
+                              "sources": [{"action": "TrafficControl"}]})
+    assert (await cp.get(LISTMAP, name))["status"] == {"actions": ["TrafficControl"]}
+    await writer.write(name, {})
+    assert not (await cp.get(LISTMAP, name)).get("status")
+
+
+async def test_without_a_status_subresource_status_goes_through_the_object(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name = f"p-{uuid.uuid4().hex[:6]}"
+    await cp.create(NOSTATUS, {"apiVersion": f"{GROUP}/v1", "kind": "Plain",
+                               "metadata": {"name": name}, "spec": {"keep": "me"}})
+    for kind in (test_kinds["plains"],
+                 schema.Kind(NOSTATUS, status_subresource=False, root=None)):
+        writer = status.StatusWriter(cp, kind, "remedy", frozenset({"conditions"}),
+                                     frozenset({"Effective"}))
+        await writer.write(name, {"conditions": [_condition("Effective", "True")]})
+        obj = await cp.get(NOSTATUS, name)
+        assert [c["type"] for c in obj["status"]["conditions"]] == ["Effective"]
+        assert obj["spec"] == {"keep": "me"}
+
+
+async def test_a_404_on_a_status_write_to_an_existing_object_is_not_deleted(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name = f"p-{uuid.uuid4().hex[:6]}"
+    await cp.create(NOSTATUS, {"apiVersion": f"{GROUP}/v1", "kind": "Plain",
+                               "metadata": {"name": name}})
+    wrong = schema.Kind(NOSTATUS, status_subresource=True, root=None)  # what a guess would say
+    writer = status.StatusWriter(cp, wrong, "remedy", frozenset({"conditions"}))
+    with pytest.raises(status.StatusNotServed, match="exists but the status write got 404"):
+        await writer.write(name, {"conditions": [_condition("Effective", "True")]})
+    gone = status.StatusWriter(cp, test_kinds["plains"], "remedy", frozenset({"conditions"}))
+    with pytest.raises(errors.NotFound):
+        await gone.write("no-such-object", {"conditions": []})
+
+
+@pytest.mark.parametrize(("current", "wanted", "expected"), [
+    ({"conditions": [{"type": "Ready"}, {"type": "DNS", "status": "True"}]},
+     {"conditions": [{"type": "DNS", "status": "False"}]},
+     {"conditions": [{"type": "Ready"}, {"type": "DNS", "status": "False"}]}),
+    ({"conditions": [{"type": "DNS"}, {"type": "Ready"}]}, {},
+     {"conditions": [{"type": "Ready"}]}),
+    ({"conditions": [{"type": "DNS"}]}, {}, {}),
+    ({"remedyActions": ["TrafficControl"], "other": 1}, {},
+     {"other": 1}),
+    ({}, {"remedyActions": ["TrafficControl"], "conditions": [{"type": "DNS"}]},
+     {"remedyActions": ["TrafficControl"], "conditions": [{"type": "DNS"}]}),
+])
+def test_merged_status(current: dict[str, Any], wanted: dict[str, Any],
+                       expected: dict[str, Any]) -> None:
+    assert status.merged_status(current, wanted, {"conditions", "remedyActions"},
+                                {"DNS"}) == expected

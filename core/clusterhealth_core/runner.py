@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 import prometheus_client
 
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, events, reconcile, serving, settings
+from clusterhealth_core import election, events, reconcile, retry, schema, serving, settings, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -163,6 +163,9 @@ class Controller(Protocol):
         """Run until cancelled."""
 
 
+_DISCOVERY_BACKOFF = retry.Backoff(initial=1.0, maximum=30.0, attempts=1_000_000)
+
+
 class ProcessMetrics:
     """The metric families every controller process exports, made once per registry."""
 
@@ -170,6 +173,7 @@ class ProcessMetrics:
         self.controllers = reconcile.ControllerMetrics(registry)
         self.informers = informer.InformerMetrics(registry)
         self.events = events.EventMetrics(registry)
+        self.schema = status.SchemaMetrics(registry)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +190,29 @@ class Term:
     recorder: events.EventRecorder
     metrics: ProcessMetrics
     clock: clocks.Clock
+
+    async def status_writer(self, resource: resources.Resource, field_manager: str,
+                            fields: frozenset[str],
+                            condition_types: frozenset[str] = frozenset()
+                            ) -> status.StatusWriter:
+        """A writer for ``resource``'s status as this server holds it (asks until it can).
+
+        Reads the server's discovery and schema once; while the server cannot
+        be asked, tries again with a backoff (the term has nothing to write yet).
+        """
+        attempt = 0
+        while True:
+            try:
+                kind = await schema.discover(self.api, resource)
+            except (errors.KubeError, OSError) as exc:
+                delay = _DISCOVERY_BACKOFF.delay(min(attempt, 8))
+                attempt += 1
+                log.warning("reading the schema of %s failed (%s); again in %.1fs",
+                            resource.crd_name, exc, delay)
+                await self.clock.sleep(delay)
+                continue
+            return status.StatusWriter(self.api, kind, field_manager, fields, condition_types,
+                                       self.metrics.schema)
 
 
 @dataclasses.dataclass(frozen=True)

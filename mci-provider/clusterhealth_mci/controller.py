@@ -114,6 +114,8 @@ class MCIController:
     def __init__(self, term: runner.Term, provider: base.Provider,
                  settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
         self.api = term.api
+        self.term = term
+        self.writer: status.StatusWriter | None = None
         self.provider = provider
         self.settings = settings
         self.metrics = mci_metrics
@@ -371,9 +373,9 @@ class MCIController:
         lb_status = await self._ensure(key, decided)
         self.specs[key] = decided.spec
         self._located[key] = frozenset(c for _, cs in decided.service_locations for c in cs)
+        self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
         self._reported.pop(key, None)  # a later error is news again
-        self._record_metrics(key, decided, lb_status)
         if decided.fail_open != self.fail_open.get(key, False):
             if decided.fail_open:
                 self.recorder.record(_target(obj), "Warning", "FailOpen",
@@ -452,11 +454,7 @@ class MCIController:
         conditions = status.keep_transition_times(status.live_conditions(obj),
                                                   [*others, lb_ready])
         desired["conditions"] = [c.to_dict() for c in conditions]
-        if current != desired:
-            await status.apply_status(self.api, resources.MULTI_CLUSTER_INGRESSES,
-                                      str(obj["metadata"]["name"]), desired,
-                                      field_manager=FIELD_MANAGER,
-                                      namespace=str(obj["metadata"]["namespace"]))
+        await self._write(obj, current, desired)
         # One Event per spec and error: not again when only a resync or the status changed.
         reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
         if self._reported.get(key) != reported:
@@ -501,11 +499,16 @@ class MCIController:
         if ingress:
             desired["loadBalancer"] = {"ingress": ingress}
         current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
-        if current != desired:
-            await status.apply_status(self.api, resources.MULTI_CLUSTER_INGRESSES,
-                                      str(obj["metadata"]["name"]), desired,
-                                      field_manager=FIELD_MANAGER,
-                                      namespace=str(obj["metadata"]["namespace"]))
+        await self._write(obj, current, desired)
+
+    async def _write(self, obj: Mapping[str, Any], current: Mapping[str, Any],
+                     desired: Mapping[str, Any]) -> None:
+        """Write the status fields this server declares (Karmada's MCI has no conditions)."""
+        assert self.writer is not None  # made by run() before any reconcile
+        wanted = self.writer.supported(desired)
+        if self.writer.supported(current) != wanted:
+            await self.writer.write(str(obj["metadata"]["name"]), wanted,
+                                    namespace=str(obj["metadata"]["namespace"]))
 
     def _record_metrics(self, key: str, decided: plan.Plan,
                         lb_status: base.LoadBalancerStatus) -> None:
@@ -559,6 +562,9 @@ class MCIController:
         """Run until cancelled: load the caches, resync the load balancer, reconcile."""
         tasks: list[asyncio.Task[None]] = []
         try:
+            self.writer = await self.term.status_writer(
+                resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
+                frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
             for cache in (self.mcis, self.clusters, self.secrets):
                 await cache.wait_synced()
             if await self.bindings.detect():

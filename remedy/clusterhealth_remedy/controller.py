@@ -163,6 +163,9 @@ class RemedyController:
         remedy_metrics: metrics.RemedyMetrics,
     ) -> None:
         self.api = term.api
+        self.term = term
+        self.cluster_writer: status.StatusWriter | None = None
+        self.remedy_writer: status.StatusWriter | None = None
         self.recorder = term.recorder
         self.clock = term.clock
         self.settings = settings
@@ -270,16 +273,16 @@ class RemedyController:
             return None
         result = decision.decide(name, condition_statuses(obj), self.parsed.values())
         self.metrics.evaluations.inc()
-        desired = decision.status_patch(result)
+        assert self.cluster_writer is not None  # made by run() before any reconcile
+        desired = self.cluster_writer.supported(decision.status_patch(result))
         before = sources_of(obj)
-        if owned_status(obj) != desired:
+        if self.cluster_writer.supported(owned_status(obj)) != desired:
             others = foreign_owners(obj)
             try:
                 if others:
                     await self._take_over(obj, desired, others)
                 if desired or not others:
-                    await status.apply_status(self.api, resources.CLUSTERS, name, desired,
-                                              field_manager=FIELD_MANAGER)
+                    await self.cluster_writer.write(name, desired)
             except errors.NotFound:
                 return None  # deleted meanwhile: its DELETED event re-queues what matters
             except errors.Invalid as exc:
@@ -306,7 +309,9 @@ class RemedyController:
         await self.api.patch(
             resources.CLUSTERS, name,
             {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-             "status": {field: desired.get(field) for field in OWNED_FIELDS}},
+             "status": {field: desired.get(field) for field in OWNED_FIELDS
+                        if self.cluster_writer is None
+                        or field not in self.cluster_writer.unsupported}},
             subresource="status", patch_type="merge", field_manager=FIELD_MANAGER)
 
     def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
@@ -334,8 +339,9 @@ class RemedyController:
         """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
         obj = self.remedies.store.get(name)
         parsed = self.parsed.get(name)
-        if obj is None or parsed is None:
-            return None
+        writer = self.remedy_writer
+        if obj is None or parsed is None or writer is None or not writer.writable:
+            return None  # no Remedy status on this server (said once at start)
         now = self.clock.now().replace(microsecond=0)
         active, total = decision.active_clusters(
             name, self.decisions.values(), decision.active_since(parsed), now,
@@ -353,10 +359,10 @@ class RemedyController:
         if active:
             desired["activeClusters"] = active
             desired["activeClusterCount"] = total
+        desired = writer.supported(desired)
         if _comparable(obj.get("status") or {}) != _comparable(desired):
             try:
-                await status.apply_status(self.api, resources.REMEDIES, name, desired,
-                                          field_manager=FIELD_MANAGER)
+                await writer.write(name, desired)
             except errors.NotFound:
                 return None  # deleted meanwhile
             except errors.Invalid as exc:
@@ -433,6 +439,14 @@ class RemedyController:
 
     async def run(self) -> None:
         """Wait for the caches, then reconcile until cancelled."""
+        # How this server holds what we write: Karmada's Cluster API has no
+        # remedyActionSources, its Remedy CRD no status (logged and counted once).
+        self.cluster_writer = await self.term.status_writer(
+            resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
+        self.remedy_writer = await self.term.status_writer(
+            resources.REMEDIES, FIELD_MANAGER,
+            frozenset({"conditions", "activeClusters", "activeClusterCount"}),
+            frozenset(CONDITION_TYPES))
         await self.remedies.wait_synced()
         await self.clusters.wait_synced()
         self._first_pass = set(self._cluster_names())

@@ -166,8 +166,7 @@ class LocalEnvironment:
             await self._start_karmada(karmada_binaries)
         await self._register_members()
         if self.karmada is not None:
-            self.karmada.start_controller_manager()
-            await self.karmada.wait_controller_manager()
+            await self.karmada.start_controller_manager()
             if self.config.karmada.wait_members_ready:
                 async with self.client() as api:
                     await self.karmada.wait_members_ready(api, self.config.members)

@@ -277,12 +277,9 @@ class KarmadaControlPlane:
         await self._wait(functools.partial(_clusters_served, api),
                          "clusters.cluster.karmada.io served", self.aggregated)
 
-    def start_controller_manager(self) -> None:
-        """Start ``karmada-controller-manager`` (again, after a stop)."""
+    async def start_controller_manager(self) -> None:
+        """Start ``karmada-controller-manager`` (again, after a stop); wait for its probe."""
         self.controller_manager.start()
-
-    async def wait_controller_manager(self) -> None:
-        """Wait until the controller-manager answers its health probe."""
         await processes.wait_answering(
             self.controller_manager, f"http://127.0.0.1:{self.health_port}/healthz", None,
             self.timeout,

@@ -114,6 +114,9 @@ async def test_a_stopped_member_turns_not_ready_and_back(
                                            timeout=READY_TIMEOUT, interval=0.2)
         ready = _condition(cluster, "Ready")
         assert ready["reason"] == "ClusterNotReachable", ready
+        tainted = await waiting.eventually(lambda: _taint_keys(kcp, "member1"),
+                                           timeout=READY_TIMEOUT)
+        assert "cluster.karmada.io/not-ready" in tainted  # Karmada's cluster controller
         other = await kcp.get(resources.CLUSTERS, "member2")
         assert _condition(other, "Ready")["status"] == "True"
     finally:
@@ -121,6 +124,28 @@ async def test_a_stopped_member_turns_not_ready_and_back(
     cluster = await waiting.eventually(lambda: _ready_cluster(kcp, "member1"),
                                        timeout=READY_TIMEOUT, interval=0.2)
     assert _condition(cluster, "Ready")["reason"] == "ClusterReady"
+    await waiting.eventually(lambda: _untainted(kcp, "member1"), timeout=READY_TIMEOUT)
+
+
+async def _taint_keys(api: kube.ApiClient, name: str) -> set[str]:
+    cluster = await api.get(resources.CLUSTERS, name)
+    return {taint["key"] for taint in cluster["spec"].get("taints") or []}
+
+
+async def _untainted(api: kube.ApiClient, name: str) -> bool:
+    return not await _taint_keys(api, name)
+
+
+async def test_the_controller_manager_stops_and_starts_again(
+        karmada_env: environment.LocalEnvironment, kcp: kube.ApiClient) -> None:
+    assert karmada_env.karmada is not None
+    await karmada_env.karmada.stop_controller_manager()
+    assert not karmada_env.karmada.controller_manager.running()
+    await karmada_env.karmada.start_controller_manager()
+    assert karmada_env.karmada.controller_manager.running()
+    for name in MEMBERS:
+        await waiting.eventually(lambda name=name: _ready_cluster(kcp, name),
+                                 timeout=READY_TIMEOUT)
 
 
 async def test_remedy_and_mci_crds_are_karmada_s_own(kcp: kube.ApiClient) -> None:

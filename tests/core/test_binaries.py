@@ -117,3 +117,15 @@ def test_a_missing_go_toolchain_is_a_provision_error(
     monkeypatch.setattr(binaries.os, "access", lambda *_args: False)
     with pytest.raises(binaries.ProvisionError, match="Go toolchain is missing"):
         binaries.ensure_karmada("v1.18.2")
+
+
+def test_an_unreachable_module_proxy_is_a_provision_error(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``go`` against a proxy nobody listens on, with an empty module cache."""
+    monkeypatch.setenv("CLUSTERHEALTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomod"))
+    monkeypatch.setenv("GOPROXY", "https://127.0.0.1:1")
+    monkeypatch.setenv("GOFLAGS", "-modcacherw")
+    with pytest.raises(binaries.ProvisionError, match=r"Go module proxy \(https://127.0.0.1:1\)"):
+        binaries.ensure_karmada("v1.18.2")
+    assert not binaries.karmada_binaries("v1.18.2").aggregated_apiserver.parent.exists()

@@ -239,7 +239,7 @@ async def cold_build(dirs: dict[str, pathlib.Path]) -> tuple[float, str]:
 
 
 async def measure_cold() -> tuple[report.Figure, list[str]]:
-    """Figure 3: build kube-apiserver, etcd and helm from empty Go caches."""
+    """Figure 3: build every binary (``python -m clusterhealth_localenv.binaries``) cold."""
     dirs = {name: pathlib.Path(tempfile.mkdtemp(prefix=f"clusterhealth-cold-{name}-"))
             for name in ("cache", "gomod", "gocache")}
     try:
@@ -250,7 +250,8 @@ async def measure_cold() -> tuple[report.Figure, list[str]]:
         for path in dirs.values():
             await asyncio.to_thread(remove_tree, path)
     figure = report.Figure(
-        "cold set-up: build kube-apiserver, etcd, helm (empty Go caches)", (elapsed,), "s",
+        "cold set-up: build kube-apiserver, etcd, helm, Karmada's two (empty Go caches)",
+        (elapsed,), "s",
     )
     proxy = os.environ.get("GOPROXY", bins.GOPROXY_DEFAULT)
     notes = [

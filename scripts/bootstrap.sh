@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install everything clusterhealth needs on a fresh machine, idempotently:
 # Debian packages (apt-get update first), a Python virtualenv with the project
-# and its dev tools, and the Kubernetes binaries (built from the Go module
-# proxy, cached in ~/.cache/clusterhealth keyed by version).
+# and its dev tools, and the Kubernetes and Karmada binaries (built from the Go
+# module proxy, cached in ~/.cache/clusterhealth keyed by version).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,7 +57,8 @@ for root in core agent remedy mci-provider controlplane; do
   echo "$PWD/$root" >> "$site/clusterhealth-sources.pth"
 done
 
-# Go is needed to build kube-apiserver, etcd and helm (once; then cached).
+# Go is needed to build kube-apiserver, etcd, helm, karmada-aggregated-apiserver
+# and karmada-controller-manager (once; then cached, with Karmada's CRD manifests).
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"
 fi

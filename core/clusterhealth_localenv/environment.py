@@ -6,6 +6,13 @@ members are addressed by IP as the agent demands.  The control plane gets the
 clusterhealth CRDs, and for every member a ``Cluster`` whose ``secretRef``
 Secret holds a CA bundle and a token for that member (Karmada's Secret shape).
 
+With ``EnvironmentConfig(control_plane="karmada")`` the control plane is a
+Karmada API made of Karmada's own parts (:mod:`clusterhealth_localenv.karmada`):
+Clusters served by ``karmada-aggregated-apiserver`` behind an APIService,
+Karmada's CRDs instead of ours, and ``karmada-controller-manager`` writing
+``Ready`` on the members.  Clients, kubeconfigs and member registration are the
+same in both modes.
+
 The tests, the benchmarks and ``make demo`` all use this module.
 """
 
@@ -20,12 +27,11 @@ import logging
 import pathlib
 import secrets
 import shutil
-import socket
 import ssl
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -34,7 +40,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config as kubecfg
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import binaries as bins
-from clusterhealth_localenv import pki, processes
+from clusterhealth_localenv import karmada, pki, processes
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +52,13 @@ _AUDIT_POLICY = {
     "rules": [{"level": "Metadata"}],
 }
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
+ETCD_PREFIX = "/clusterhealth"
+"""Every API server of the environment keeps its objects under ``/clusterhealth/<name>``."""
 
-
-class StartError(RuntimeError):
-    """The environment could not start; the message quotes the failing log."""
-
-
-def free_port(host: str) -> int:
-    """An unused TCP port on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+StartError = processes.StartError
+"""The environment could not start; the message quotes the failing log."""
+free_port = processes.free_port
+ControlPlane = Literal["ours", "karmada"]
 
 
 @dataclasses.dataclass
@@ -96,6 +98,12 @@ class EnvironmentConfig:
     audit: bool = False
     """Write every API server's audit log (Metadata level, one JSON line per request
     stage after the request was received): the witness of who wrote what."""
+    control_plane: ControlPlane = "ours"
+    """``"ours"``: our CRDs (Cluster a CRD with a list-map of conditions).
+    ``"karmada"``: Karmada's API from Karmada's own parts (see :mod:`.karmada`)."""
+    karmada: karmada.KarmadaSettings = dataclasses.field(
+        default_factory=karmada.KarmadaSettings)
+    """How Karmada's parts run in Karmada mode."""
 
 
 class LocalEnvironment:
@@ -112,14 +120,37 @@ class LocalEnvironment:
         self.etcd: processes.ManagedProcess | None = None
         self.etcd_url = ""
         self.servers: dict[str, ApiServer] = {}
+        self.karmada: karmada.KarmadaControlPlane | None = None
+        """Karmada's processes, in Karmada mode (after :meth:`start`)."""
+        self._front_proxy: karmada.FrontProxy | None = None
 
     # --- lifecycle -------------------------------------------------------
 
+    @property
+    def is_karmada(self) -> bool:
+        """Whether the control plane is Karmada's (``control_plane="karmada"``)."""
+        return self.config.control_plane == "karmada"
+
     async def start(self) -> None:
-        """Start etcd and every API server; install CRDs; register the members."""
-        self.binaries = await asyncio.to_thread(
-            bins.ensure_kubernetes, self.config.kubernetes_version
-        )
+        """Start etcd and every API server; install CRDs; register the members.
+
+        In Karmada mode also start ``karmada-aggregated-apiserver`` (registered
+        as an APIService) and ``karmada-controller-manager``, and wait until
+        Karmada reports every member Ready (``KarmadaSettings.wait_members_ready``).
+        """
+        if self.config.control_plane not in ("ours", "karmada"):
+            raise ValueError(f"unknown control_plane {self.config.control_plane!r}")
+        karmada_binaries: bins.KarmadaBinaries | None = None
+        if self.is_karmada:
+            self.binaries, karmada_binaries = await asyncio.gather(
+                asyncio.to_thread(bins.ensure_kubernetes, self.config.kubernetes_version),
+                asyncio.to_thread(bins.ensure_karmada, self.config.karmada.version),
+            )
+            self._front_proxy = karmada.FrontProxy.create(self.workdir / "front-proxy")
+        else:
+            self.binaries = await asyncio.to_thread(
+                bins.ensure_kubernetes, self.config.kubernetes_version
+            )
         (self.workdir / "ca.crt").write_bytes(self.ca.cert_pem)
         await self._start_etcd()
         names = [CONTROL_PLANE, *self.config.members]
@@ -129,11 +160,21 @@ class LocalEnvironment:
         for server in self.servers.values():
             server.process.start()
         await asyncio.gather(*(self._wait_ready(s) for s in self.servers.values()))
-        await self._install_crds()
+        if karmada_binaries is None:
+            await self._install_crds(crd_files.load_crds())
+        else:
+            await self._start_karmada(karmada_binaries)
         await self._register_members()
+        if self.karmada is not None:
+            await self.karmada.start_controller_manager()
+            if self.config.karmada.wait_members_ready:
+                async with self.client() as api:
+                    await self.karmada.wait_members_ready(api, self.config.members)
 
     async def stop(self) -> None:
         """Stop every process; remove the work directory if this object made it."""
+        if self.karmada is not None:
+            await self.karmada.stop()
         await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
         if self.etcd is not None:
             await self.etcd.stop()
@@ -198,6 +239,25 @@ class LocalEnvironment:
 
     # --- internals -------------------------------------------------------
 
+    async def _start_karmada(self, binaries: bins.KarmadaBinaries) -> None:
+        """Karmada's CRDs, its aggregated apiserver and APIService (not its controllers)."""
+        control_plane = self.servers[CONTROL_PLANE]
+        self.karmada = karmada.KarmadaControlPlane(
+            binaries, self.config.karmada, self.workdir / "karmada", self.workdir / "logs",
+            self.ca, control_plane.kubeconfig, self.etcd_url,
+            # One etcd prefix with the kube-apiserver, as Karmada shares /registry.
+            f"{ETCD_PREFIX}/{CONTROL_PLANE}", self.config.start_timeout,
+        )
+        self.karmada.start_aggregated_apiserver()
+        context = control_plane.credentials().ssl_context()
+        assert isinstance(context, ssl.SSLContext)
+        await asyncio.gather(
+            self._install_crds(karmada.load_crds(binaries)),
+            self.karmada.wait_aggregated_apiserver(context),
+        )
+        async with self.client() as api:
+            await self.karmada.register(api)
+
     async def _start_etcd(self) -> None:
         assert self.binaries is not None
         client_port = free_port("127.0.0.1")
@@ -225,7 +285,7 @@ class LocalEnvironment:
         while time.monotonic() < deadline:
             if not self.etcd.running():
                 raise StartError(f"etcd exited:\n{self.etcd.log_tail()}")
-            if await asyncio.to_thread(_http_ok, f"{self.etcd_url}/health", None):
+            if await asyncio.to_thread(processes.http_ok, f"{self.etcd_url}/health", None):
                 return
             await asyncio.sleep(0.1)
         raise StartError(f"etcd not healthy in time:\n{self.etcd.log_tail()}")
@@ -256,7 +316,7 @@ class LocalEnvironment:
         argv = [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={self.etcd_url}",
-            f"--etcd-prefix=/clusterhealth/{name}",
+            f"--etcd-prefix={ETCD_PREFIX}/{name}",
             f"--bind-address={host}",
             f"--advertise-address={host}",
             f"--secure-port={port}",
@@ -276,6 +336,8 @@ class LocalEnvironment:
             f"--cert-dir={directory / 'certs'}",
             "--v=0",
         ]
+        if name == CONTROL_PLANE and self._front_proxy is not None:
+            argv += self._front_proxy.apiserver_flags()  # karmada-apiserver's aggregation
         if self.config.audit:
             policy = directory / "audit-policy.yaml"
             policy.write_text(yaml.safe_dump(_AUDIT_POLICY, sort_keys=False))
@@ -294,27 +356,15 @@ class LocalEnvironment:
     async def _wait_ready(self, server: ApiServer) -> None:
         context = server.credentials().ssl_context()
         assert isinstance(context, ssl.SSLContext)
-        deadline = time.monotonic() + self.config.start_timeout
-        while time.monotonic() < deadline:
-            if not server.process.running():
-                raise StartError(
-                    f"{server.process.name} exited ({server.process.exit_code()}):\n"
-                    f"{server.process.log_tail()}"
-                )
-            if await asyncio.to_thread(_http_ok, f"{server.url}/readyz", context):
-                return
-            await asyncio.sleep(0.2)
-        raise StartError(
-            f"{server.process.name} not ready after {self.config.start_timeout}s:\n"
-            f"{server.process.log_tail()}"
-        )
+        await processes.wait_answering(server.process, f"{server.url}/readyz", context,
+                                       self.config.start_timeout)
 
-    async def _install_crds(self) -> None:
+    async def _install_crds(self, crds: Sequence[dict[str, Any]]) -> None:
         async with self.client() as api:
-            for crd in crd_files.load_crds():
+            for crd in crds:
                 with contextlib.suppress(errors.Conflict):
                     await api.create(resources.CRDS, crd)
-            for crd in crd_files.load_crds():
+            for crd in crds:
                 await _wait_established(api, crd["metadata"]["name"], self.config.start_timeout)
 
     async def _register_members(self) -> None:
@@ -359,17 +409,6 @@ async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> N
                 return
         await asyncio.sleep(0.1)
     raise StartError(f"CRD {name} not established after {timeout}s")
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def _write_kubeconfig(

@@ -3,6 +3,8 @@
 One CA per environment signs each API server's serving certificate (with IP
 SANs, since members are addressed by IP) and an admin client certificate in
 ``system:masters``.  Each API server also gets a service-account signing key.
+In Karmada mode a second CA, the front-proxy CA, signs the control plane's
+aggregation proxy client certificate (:class:`clusterhealth_localenv.karmada.FrontProxy`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each child gets its own session (so the whole group can be signalled) and
 ``PR_SET_PDEATHSIG`` (so a ``kill -9`` of the parent still takes it down).
-Output goes to a log file whose tail is quoted when the process fails.
+Output goes to a log file whose tail is quoted when the process fails
+(:func:`wait_answering` turns "never came up" into a :class:`StartError`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from typing import Self
 
@@ -24,6 +30,26 @@ log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 SBIN_DIRS = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 """Where Debian puts daemons (not on a normal user's PATH)."""
+
+
+class StartError(RuntimeError):
+    """A server of the environment did not come up; the message quotes its log."""
+
+
+def free_port(host: str) -> int:
+    """An unused TCP port on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def http_ok(url: str, context: ssl.SSLContext | None) -> bool:
+    """Whether ``url`` answers 200 within 2 s (blocking; errors are "no")."""
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 def die_with_parent() -> None:
@@ -131,6 +157,28 @@ class ManagedProcess:
                 while proc.poll() is None:
                     await asyncio.sleep(0.02)
         log.debug("stopped %s (exit %s)", self.name, proc.returncode)
+
+
+async def wait_answering(
+    process: ManagedProcess, url: str, context: ssl.SSLContext | None, timeout: float,
+    interval: float = 0.2,
+) -> None:
+    """Wait until ``url`` answers 200; :class:`StartError` quoting the log otherwise.
+
+    Fails at once when the process exits, else after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.running():
+            raise StartError(
+                f"{process.name} exited ({process.exit_code()}):\n{process.log_tail()}"
+            )
+        if await asyncio.to_thread(http_ok, url, context):
+            return
+        await asyncio.sleep(interval)
+    raise StartError(
+        f"{process.name} not answering {url} after {timeout}s:\n{process.log_tail()}"
+    )
 
 
 class LocalService:

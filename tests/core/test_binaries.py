@@ -1,6 +1,8 @@
-"""The generated go.mod pins every staging module to the matching v0.N.M release."""
+"""Building from the Go module proxy: the generated go.mods, the cache layout, the errors."""
 
 from __future__ import annotations
+
+import pathlib
 
 import pytest
 
@@ -45,3 +47,85 @@ def test_version_is_stamped_into_the_binary() -> None:
     flags = binaries._version_ldflags("v1.34.4")
     assert "k8s.io/component-base/version.gitVersion=v1.34.4" in flags
     assert "gitMinor=34" in flags
+
+
+KARMADA_UPSTREAM = """module github.com/karmada-io/karmada
+
+go 1.25.10 // keep in sync with .go-version
+
+require (
+\tk8s.io/api v0.35.3
+)
+
+replace (
+\tgithub.com/example/forked => github.com/example/forked v1.2.3 // a fix
+\tgithub.com/example/old v0.1.0 => github.com/example/new v0.2.0
+)
+
+replace github.com/example/single => github.com/example/single v0.0.9
+"""
+
+
+def test_karmada_gomod_requires_karmada_and_repeats_its_replaces() -> None:
+    gomod = binaries.karmada_gomod("v1.18.2", KARMADA_UPSTREAM)
+    assert "require github.com/karmada-io/karmada v1.18.2" in gomod
+    assert "\ngo 1.25.10\n" in gomod
+    for entry in ("github.com/example/forked => github.com/example/forked v1.2.3",
+                  "github.com/example/old v0.1.0 => github.com/example/new v0.2.0",
+                  "github.com/example/single => github.com/example/single v0.0.9"):
+        assert f"\t{entry}\n" in gomod
+    assert "// a fix" not in gomod
+
+
+def test_karmada_gomod_without_replaces_has_no_replace_block() -> None:
+    gomod = binaries.karmada_gomod("v1.18.2", "module github.com/karmada-io/karmada\n\ngo 1.25\n")
+    assert "replace" not in gomod
+
+
+@pytest.mark.parametrize(
+    ("version", "upstream", "message"),
+    [("1.18", "module m\n", "unsupported Karmada version"),
+     ("v1.18.2", "module m\n\nreplace a => ./local\n", "local path")],
+)
+def test_karmada_bad_inputs(version: str, upstream: str, message: str) -> None:
+    with pytest.raises(binaries.ProvisionError, match=message):
+        binaries.karmada_gomod(version, upstream)
+
+
+def test_karmada_version_is_stamped_as_its_build_does() -> None:
+    flags = binaries._karmada_ldflags("v1.18.2", "0533b555e040596f4fff9b6a344efbaeed71d0cc")
+    pkg = "github.com/karmada-io/karmada/pkg/version"
+    assert f"-X {pkg}.gitVersion=v1.18.2" in flags
+    assert f"-X {pkg}.gitShortCommit=0533b555e" in flags
+
+
+def test_karmada_cache_layout(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLUSTERHEALTH_CACHE", str(tmp_path))
+    layout = binaries.karmada_binaries("v1.18.2")
+    directory = tmp_path / "bin" / "karmada-v1.18.2"
+    assert layout.aggregated_apiserver == directory / "karmada-aggregated-apiserver"
+    assert layout.crd_dir.parent == layout.controller_manager.parent
+    assert not layout.complete()
+    with pytest.raises(binaries.ProvisionError, match="not in"):
+        layout.crd("remedy.karmada.io_remedies.yaml")
+
+
+def test_a_missing_go_toolchain_is_a_provision_error(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLUSTERHEALTH_CACHE", str(tmp_path))
+    monkeypatch.setattr(binaries.shutil, "which", lambda *_args, **_kw: None)
+    monkeypatch.setattr(binaries.os, "access", lambda *_args: False)
+    with pytest.raises(binaries.ProvisionError, match="Go toolchain is missing"):
+        binaries.ensure_karmada("v1.18.2")
+
+
+def test_an_unreachable_module_proxy_is_a_provision_error(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``go`` against a proxy nobody listens on, with an empty module cache."""
+    monkeypatch.setenv("CLUSTERHEALTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomod"))
+    monkeypatch.setenv("GOPROXY", "https://127.0.0.1:1")
+    monkeypatch.setenv("GOFLAGS", "-modcacherw")
+    with pytest.raises(binaries.ProvisionError, match=r"Go module proxy \(https://127.0.0.1:1\)"):
+        binaries.ensure_karmada("v1.18.2")
+    assert not binaries.karmada_binaries("v1.18.2").aggregated_apiserver.parent.exists()

@@ -27,8 +27,15 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
-CONFLICT_ATTEMPTS = 8
-"""Read-modify-writes retried on 409, with a growing jittered pause (others write too)."""
+CONFLICT_ATTEMPTS = 10
+"""Read-modify-writes retried on 409 (others write the same object too)."""
+CONFLICT_PAUSE = 0.01
+"""The first pause after a 409; it doubles each time (half of it jittered) up to ``CONFLICT_PAUSE_MAX``.
+
+A fixed, short pause lets a writer in a tight loop starve another: the one that
+loses keeps re-reading just before the winner's next write.  Doubling gives
+the loser a window (about 4 s over all attempts at most)."""
+CONFLICT_PAUSE_MAX = 1.0
 
 
 def live_conditions(obj: Mapping[str, Any]) -> tuple[meta.Condition, ...]:
@@ -204,7 +211,8 @@ class StatusWriter:
                                              subresource=self._subresource)
             except errors.Conflict as exc:
                 last = exc
-                await asyncio.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+                pause = min(CONFLICT_PAUSE_MAX, CONFLICT_PAUSE * 2 ** attempt)
+                await asyncio.sleep(random.uniform(pause / 2, pause))
         assert last is not None
         raise last
 

@@ -1,7 +1,14 @@
-"""Session-wide fixtures: one real local environment (etcd + kube-apiservers).
+"""Session-wide fixtures: real local environments (etcd + kube-apiservers).
 
-The environment starts once per test session and is always stopped, also
-when tests fail.  A missing binary is a failure, never a skip.
+Each environment starts once per test session, when a test first needs it,
+and is always stopped, also when tests fail.  A missing binary is a failure,
+never a skip.
+
+``plane`` is the environment a test's control plane is: ours (``env``) unless
+the test is marked ``@pytest.mark.planes("ours", "karmada")``, which runs it
+once against each (``karmada_env``: Karmada's own API, see
+:mod:`clusterhealth_localenv.karmada`).  ``cp``, ``members`` and the
+add-ons' kits follow ``plane``.
 """
 
 from __future__ import annotations
@@ -38,17 +45,59 @@ async def audited_env() -> AsyncIterator[environment.LocalEnvironment]:
         yield local
 
 
+@pytest.fixture(scope="session")
+async def karmada_env() -> AsyncIterator[environment.LocalEnvironment]:
+    """Karmada's control plane (its aggregated apiserver, CRDs and controller-manager).
+
+    ``karmada-controller-manager`` runs ``cluster,clusterStatus`` with the
+    environment's fast status timings (2 s updates), so Karmada writes
+    ``Ready`` and ``CompleteAPIEnablements`` on the members beside our writers.
+    """
+    config = environment.EnvironmentConfig(members=("member1", "member2"),
+                                           control_plane="karmada")
+    async with environment.LocalEnvironment(config) as local:
+        yield local
+
+
+PLANES = {"ours": "env", "karmada": "karmada_env"}
+"""The control planes a test can be run against, and their environment fixtures."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "planes(*names): run the test against each named control plane "
+        f"({', '.join(PLANES)}); the fixture ``plane`` is that environment")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("planes")
+    if marker is not None:
+        unknown = set(marker.args) - set(PLANES)
+        if unknown or not marker.args:
+            raise pytest.UsageError(f"planes{marker.args}: name some of {sorted(PLANES)}")
+        metafunc.parametrize("plane", marker.args, indirect=True)
+
+
 @pytest.fixture
-async def cp(env: environment.LocalEnvironment) -> AsyncIterator[kube.ApiClient]:
-    async with env.client() as api:
+def plane(request: pytest.FixtureRequest) -> environment.LocalEnvironment:
+    """The environment whose control plane this test runs against (ours by default)."""
+    name = getattr(request, "param", "ours")
+    local = request.getfixturevalue(PLANES[name])
+    assert isinstance(local, environment.LocalEnvironment)
+    return local
+
+
+@pytest.fixture
+async def cp(plane: environment.LocalEnvironment) -> AsyncIterator[kube.ApiClient]:
+    async with plane.client() as api:
         yield api
 
 
 @pytest.fixture
 async def members(
-    env: environment.LocalEnvironment,
+    plane: environment.LocalEnvironment,
 ) -> AsyncIterator[dict[str, kube.ApiClient]]:
-    clients = {name: env.client(name) for name in env.members}
+    clients = {name: plane.client(name) for name in plane.members}
     try:
         yield clients
     finally:

@@ -205,6 +205,8 @@ class KarmadaControlPlane:
         )
         self.metrics_port = processes.free_port("127.0.0.1")
         self.health_port = processes.free_port("127.0.0.1")
+        self.controllers: tuple[str, ...] = tuple(settings.controllers)
+        """The controllers ``karmada-controller-manager`` runs (now, or at its next start)."""
         self.controller_manager = processes.ManagedProcess(
             "karmada-controller-manager", self._controller_manager_argv(),
             logs / "karmada-controller-manager.log",
@@ -242,7 +244,7 @@ class KarmadaControlPlane:
         return [
             str(self.binaries.controller_manager),
             f"--kubeconfig={self.kubeconfig}",
-            f"--controllers={','.join(settings.controllers)}",
+            f"--controllers={','.join(self.controllers)}",
             "--leader-elect=false",
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{self.health_port}",
@@ -277,8 +279,17 @@ class KarmadaControlPlane:
         await self._wait(functools.partial(_clusters_served, api),
                          "clusters.cluster.karmada.io served", self.aggregated)
 
-    async def start_controller_manager(self) -> None:
-        """Start ``karmada-controller-manager`` (again, after a stop); wait for its probe."""
+    async def start_controller_manager(self, controllers: Sequence[str] | None = None) -> None:
+        """Start ``karmada-controller-manager`` (again, after a stop); wait for its probe.
+
+        ``controllers`` replaces its ``--controllers`` from now on (e.g. with
+        Karmada's ``remedy`` controller added); it must be stopped to change them.
+        """
+        if controllers is not None:
+            if self.controller_manager.running():
+                raise RuntimeError("stop karmada-controller-manager before changing controllers")
+            self.controllers = tuple(controllers)
+            self.controller_manager.argv = self._controller_manager_argv()
         self.controller_manager.start()
         await processes.wait_answering(
             self.controller_manager, f"http://127.0.0.1:{self.health_port}/healthz", None,

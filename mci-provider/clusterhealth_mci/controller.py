@@ -43,7 +43,7 @@ from typing import Any
 
 from clusterhealth_core import members as pool_members
 from clusterhealth_core import reconcile as runtime
-from clusterhealth_core import runner, status
+from clusterhealth_core import runner, schema, status
 from clusterhealth_core.api import mci as mci_api
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import informer, resources
@@ -64,6 +64,8 @@ ROUTE_CONFLICT = "RouteConflict"
 CAPACITY_EXCEEDED = "CapacityExceeded"
 PORT_NOT_FOUND = "PortNotFound"
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
+PORT_STATUS = "loadBalancer.ingress.ports"
+"""The ports of ``status.loadBalancer.ingress[]``, left out where a port needs an ``error``."""
 CAPACITY_SETTINGS = {
     "servers_per_slot": "--haproxy-servers-per-slot (chart value haproxy.serversPerSlot)",
     "slots": "--haproxy-slots (chart value haproxy.slots)",
@@ -116,6 +118,8 @@ class MCIController:
         self.api = term.api
         self.term = term
         self.writer: status.StatusWriter | None = None
+        self.write_ports = True
+        """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
         self.settings = settings
         self.metrics = mci_metrics
@@ -495,7 +499,7 @@ class MCIController:
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
         desired: dict[str, Any] = {**decided.status_fields(),
                                    "conditions": [c.to_dict() for c in conditions]}
-        ingress = _ingress(lb_status)
+        ingress = _ingress(lb_status, self.write_ports)
         if ingress:
             desired["loadBalancer"] = {"ingress": ingress}
         current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
@@ -565,6 +569,14 @@ class MCIController:
             self.writer = await self.term.status_writer(
                 resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
                 frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
+            self.write_ports = port_status_writable(self.writer.kind)
+            if not self.write_ports:
+                log.warning("%s requires an error on every status.%s entry on this server: "
+                            "%s writes the load balancer's addresses without their ports",
+                            resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS,
+                            FIELD_MANAGER)
+                self.term.metrics.schema.unsupported.labels(
+                    resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
             for cache in (self.mcis, self.clusters, self.secrets):
                 await cache.wait_synced()
             if await self.bindings.detect():
@@ -616,13 +628,27 @@ def _conflict_message(held: Mapping[str, Iterable[str]]) -> str:
     return _bounded([*parts, "change the host or path, or remove it from the other MCI"])
 
 
-def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
+def _ingress(lb_status: base.LoadBalancerStatus, with_ports: bool = True
+             ) -> list[dict[str, Any]]:
     by_ip: dict[str, list[int]] = {}
     for ip, port in lb_status.ingress:
         by_ip.setdefault(ip, []).append(port)
     limit = mci_api.MAX_LOAD_BALANCER_INGRESS
+    if not with_ports:
+        return [{"ip": ip} for ip in sorted(by_ip)[:limit]]
     return [{"ip": ip, "ports": [{"port": p, "protocol": "TCP"} for p in sorted(ports)[:limit]]}
             for ip, ports in sorted(by_ip.items())[:limit]]
+
+
+def port_status_writable(kind: schema.Kind) -> bool:
+    """Whether a load-balancer port status without an ``error`` is valid on this server.
+
+    Karmada's MCI CRD is generated from Kubernetes' ``IngressPortStatus``, whose
+    ``error`` is marked both optional and ``Required``: that schema requires an
+    error on every port, so a healthy port cannot be written there (422).
+    """
+    node = kind.node("status", "loadBalancer", "ingress", "[]", "ports", "[]")
+    return node is not None and "error" not in (node.get("required") or [])
 
 
 def _fail_open_message(decided: plan.Plan) -> str:

@@ -18,12 +18,14 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from clusterhealth_agent import reporter
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import dns, environment
 
 MEMBER = "member2"
 DNS_CONDITION = "ServiceDomainNameResolutionReady"
+FIELD_MANAGER = reporter.FIELD_MANAGER
 FAST = [
     "--detect-period", "0.5s", "--detect-failure-threshold", "2s",
     "--detect-success-threshold", "2s", "--stale-threshold", "5s",

@@ -11,24 +11,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import agentfleet
 import pytest
 
-from clusterhealth_core import status
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import dns, environment
+from clusterhealth_localenv import conditions, dns, environment
 
 
 @pytest.fixture
 async def fleet_factory(
-    env: environment.LocalEnvironment, python: str, python_env: dict[str, str],
+    plane: environment.LocalEnvironment, python: str, python_env: dict[str, str],
     tmp_path: pathlib.Path,
 ) -> AsyncIterator[Callable[[int], Awaitable[agentfleet.Fleet]]]:
     fleets: list[agentfleet.Fleet] = []
-    member = env.client(agentfleet.MEMBER)
+    member = plane.client(agentfleet.MEMBER)
 
     async def make(count: int) -> agentfleet.Fleet:
-        # Start from a Cluster without the agent's conditions (left by earlier tests).
-        async with env.client() as cp:
-            await status.apply_status(cp, resources.CLUSTERS, agentfleet.MEMBER, {},
-                                      field_manager="clusterhealth-agent")
+        # Start from a Cluster without the agent's conditions (left by earlier tests);
+        # every other writer's conditions stay, whatever the server's list semantics.
+        async with plane.client() as cp:
+            await conditions.remove_conditions(cp, agentfleet.MEMBER, [agentfleet.DNS_CONDITION],
+                                               manager=agentfleet.FIELD_MANAGER)
         suffix = uuid.uuid4().hex[:5]
         nodes = [f"node-{suffix}-{i}" for i in range(count)]
         servers = {}
@@ -39,7 +39,7 @@ async def fleet_factory(
                 "kubernetes.default.svc.cluster.local": "10.96.0.1"})
             await asyncio.to_thread(server.start)
             servers[name] = server
-        fleet = agentfleet.Fleet(env, nodes, servers, {}, python, python_env, tmp_path)
+        fleet = agentfleet.Fleet(plane, nodes, servers, {}, python, python_env, tmp_path)
         fleets.append(fleet)
         return fleet
 

@@ -1,7 +1,10 @@
 """The agent end to end: real member and control-plane API servers, real dnsmasq.
 
 Short settings (period 0.5 s, thresholds 2 s) keep the tests quick; the
-behaviour is the same as with the defaults.
+behaviour is the same as with the defaults.  The outage test runs against
+our control plane and against Karmada's, where ``status.conditions`` is an
+atomic list that Karmada's own controller-manager writes ``Ready`` and
+``CompleteAPIEnablements`` into: every version of the Cluster is checked.
 """
 
 from __future__ import annotations
@@ -11,24 +14,32 @@ import time
 from collections.abc import Awaitable, Callable
 
 import agentfleet as c
+import pytest
 
 from clusterhealth_core.kube import client as kube
-from clusterhealth_localenv import environment
+from clusterhealth_core.kube import resources
+from clusterhealth_localenv import conditions, environment, waiting
 
 THRESHOLD = 2.0
+OTHERS = {"Ready": "True", "CompleteAPIEnablements": "True"}
+"""Karmada's own conditions on a member (on our control plane, another writer plays it)."""
 Factory = Callable[[int], Awaitable[c.Fleet]]
 
 
 async def _stop_dns(fleet: c.Fleet, nodes: list[str] | None = None) -> float:
+    """Stop the nodes' dnsmasq; return when the first was stopped (the earliest change)."""
+    began = time.monotonic()
     for name in nodes or fleet.nodes:
         await asyncio.to_thread(fleet.servers[name].stop)
-    return time.monotonic()
+    return began
 
 
 async def _start_dns(fleet: c.Fleet, nodes: list[str] | None = None) -> float:
+    """Start the nodes' dnsmasq; return when the first was started (the earliest change)."""
+    began = time.monotonic()
     for name in nodes or fleet.nodes:
         await asyncio.to_thread(fleet.servers[name].start)
-    return time.monotonic()
+    return began
 
 
 async def _wait_leader(fleet: c.Fleet, timeout: float = 15) -> c.AgentProcess:
@@ -42,22 +53,49 @@ async def _wait_leader(fleet: c.Fleet, timeout: float = 15) -> c.AgentProcess:
     raise AssertionError("no agent leads")
 
 
-async def test_dns_outage_detected_and_cleared(fleet_factory: Factory, cp: kube.ApiClient) -> None:
+async def _others_written(plane: environment.LocalEnvironment, cp: kube.ApiClient) -> None:
+    """Karmada has written its conditions on the member; ours: another writer has."""
+    if not plane.is_karmada:
+        await conditions.set_conditions(cp, c.MEMBER, OTHERS, manager="cluster-status-like")
+
+    async def written() -> bool:
+        found = conditions.statuses(await cp.get(resources.CLUSTERS, c.MEMBER))
+        return all(found.get(ctype) == value for ctype, value in OTHERS.items())
+
+    await waiting.eventually(written, timeout=60)
+
+
+@pytest.mark.planes("ours", "karmada")
+async def test_dns_outage_detected_and_cleared(fleet_factory: Factory,
+                                               plane: environment.LocalEnvironment,
+                                               cp: kube.ApiClient) -> None:
     fleet: c.Fleet = await fleet_factory(2)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    await c.wait_condition(cp, "True", timeout=30)
+    await _others_written(plane, cp)
+    async with conditions.versions(cp, c.MEMBER) as versions:
+        for node in fleet.nodes:
+            fleet.start_agent(node)
+        await c.wait_condition(cp, "True", timeout=30)
 
-    stopped = await _stop_dns(fleet)
-    cond, seen = await c.wait_condition(cp, "False", timeout=30)
-    assert cond["reason"] == "ServiceDomainNameResolutionFailed"
-    assert "2/2 Ready nodes failing" in cond["message"]
-    assert seen - stopped >= THRESHOLD  # not before the failure threshold
+        stopped = await _stop_dns(fleet)
+        cond, seen = await c.wait_condition(cp, "False", timeout=30)
+        assert cond["reason"] == "ServiceDomainNameResolutionFailed"
+        assert "2/2 Ready nodes failing" in cond["message"]
+        assert seen - stopped >= THRESHOLD  # not before the failure threshold
 
-    started = await _start_dns(fleet)
-    cond, seen = await c.wait_condition(cp, "True", timeout=30)
-    assert cond["reason"] == "ServiceDomainNameResolutionReady"
-    assert seen - started >= THRESHOLD
+        started = await _start_dns(fleet)
+        cond, seen = await c.wait_condition(cp, "True", timeout=30)
+        assert cond["reason"] == "ServiceDomainNameResolutionReady"
+        assert seen - started >= THRESHOLD
+
+    # No version of the Cluster lost the other writer's conditions (on Karmada's
+    # atomic list an applied report would have replaced them), and the watch saw
+    # the agent's condition appear and flip.
+    for version in versions:
+        found = conditions.statuses(version)
+        assert OTHERS.keys() <= found.keys(), (version["metadata"]["resourceVersion"], found)
+    reported = [conditions.statuses(v).get(c.DNS_CONDITION) for v in versions]
+    flips = [s for i, s in enumerate(reported) if s and (i == 0 or reported[i - 1] != s)]
+    assert flips == ["True", "False", "True"], reported
 
 
 async def test_flap_shorter_than_threshold_changes_nothing(

@@ -1,6 +1,7 @@
 """The local environment's Karmada mode runs Karmada's own control-plane parts.
 
-One Karmada-mode environment for the module: Clusters must come from
+On the session's Karmada-mode environment (``karmada_env``, shared with the
+add-ons' end-to-end tests): Clusters must come from
 ``karmada-aggregated-apiserver`` through the APIService (not from a CRD),
 Karmada's ``karmada-controller-manager`` must write Ready on the members and
 follow a member's API server going away and coming back, and the Remedy and
@@ -25,13 +26,6 @@ from clusterhealth_localenv import environment, karmada, waiting
 MEMBERS = ("member1", "member2")
 READY_TIMEOUT = 60.0
 """Generous bound for Karmada's status timings (2 s updates, 6 s failure, 4 s success)."""
-
-
-@pytest.fixture(scope="module")
-async def karmada_env() -> AsyncIterator[environment.LocalEnvironment]:
-    config = environment.EnvironmentConfig(members=MEMBERS, control_plane="karmada")
-    async with environment.LocalEnvironment(config) as local:
-        yield local
 
 
 @pytest.fixture

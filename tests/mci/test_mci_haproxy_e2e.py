@@ -7,6 +7,10 @@ endpoint addresses); HAProxy, driven through
 its runtime socket by the MCI controller process, is in front; a steady
 stream of client requests (some slow, so requests are in flight) runs
 through it the whole time.
+
+Blocking and unblocking also runs against Karmada's API: its MCI CRD has
+``trafficBlockClusters`` but no conditions in the status, so the provider's
+``LoadBalancerReady``/``FailOpen`` are left out there (and said once).
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ from collections.abc import AsyncIterator
 import mcikit as k
 import pytest
 
-from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import environment, haproxy, httpload, netns, processes
+from clusterhealth_localenv import conditions, environment, haproxy, httpload, netns, processes
 from clusterhealth_mci.providers.haproxy import config as haproxy_config
 
 DNS = "ServiceDomainNameResolutionReady"
@@ -47,11 +50,16 @@ class Stack:
     def names(self, cluster: str) -> set[str]:
         return {f"{cluster}-{port}" for port in BACKEND_PORTS}
 
+    def log(self, module: str) -> str:
+        """What process ``module`` has logged so far."""
+        (proc,) = [p for p in self.processes if p.name == module]
+        return proc.log_path.read_text(errors="replace")
+
 
 async def _set_dns(cp: kube.ApiClient, cluster: str, value: str) -> None:
-    await status.apply_status(cp, resources.CLUSTERS, cluster, {"conditions": [{
-        "type": DNS, "status": value, "reason": "Test", "message": f"DNS {value}",
-        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, field_manager="test-agent")
+    """As the agent would (Karmada's conditions on the member stay)."""
+    await conditions.set_condition(cp, cluster, DNS, value, manager="test-agent",
+                                   message=f"DNS {value}", transition="2026-01-01T00:00:00Z")
 
 
 def _spawn(module: str, args: list[str], log: pathlib.Path, env: dict[str, str]
@@ -62,7 +70,7 @@ def _spawn(module: str, args: list[str], log: pathlib.Path, env: dict[str, str]
 
 
 @pytest.fixture
-async def stack(env: environment.LocalEnvironment, cp: kube.ApiClient,
+async def stack(plane: environment.LocalEnvironment, cp: kube.ApiClient,
                 members: dict[str, kube.ApiClient], python_env: dict[str, str],
                 tmp_path: pathlib.Path) -> AsyncIterator[Stack]:
     layout = haproxy_config.HAProxyLayout(
@@ -101,7 +109,7 @@ async def stack(env: environment.LocalEnvironment, cp: kube.ApiClient,
                  "decisionMatches": [{"clusterConditionMatch": {
                      "conditionType": DNS, "operator": "Equal", "conditionStatus": "False"}}],
                  "actions": ["TrafficControl"]}})
-    kubeconfig = str(env.kubeconfig())
+    kubeconfig = str(plane.kubeconfig())
     procs += [
         _spawn("clusterhealth_remedy", ["--kubeconfig", kubeconfig, "--leader-elect", "false",
                                         "--bind-address", "127.0.0.1", "--healthz-port", "0"],
@@ -137,8 +145,9 @@ async def _traffic_reaches(traffic: httpload.Traffic, names: set[str], since: fl
     return all(traffic.count(name, since) > 0 for name in names)
 
 
-async def test_block_drain_unblock_without_a_failed_request(stack: Stack,
-                                                           cp: kube.ApiClient) -> None:
+@pytest.mark.planes("ours", "karmada")
+async def test_block_drain_unblock_without_a_failed_request(
+        stack: Stack, plane: environment.LocalEnvironment, cp: kube.ApiClient) -> None:
     await k.eventually(lambda: _status(cp, stack, "loadBalancer"))
     traffic = httpload.Traffic(stack.layout.bind_port, HOST, "/")
     traffic.start()
@@ -169,6 +178,16 @@ async def test_block_drain_unblock_without_a_failed_request(stack: Stack,
         await traffic.stop()
     assert traffic.failures == [], traffic.failures[:5]
     assert len(traffic.answers) > 100  # a real stream ran through the whole switch
+    mci_status = await k.mci_status(cp, stack.mci)
+    mci_log = stack.log("clusterhealth_mci")
+    if plane.is_karmada:  # Karmada's MCI status has no conditions: said once, not written
+        assert "conditions" not in mci_status
+        assert mci_log.count(f"{resources.MULTI_CLUSTER_INGRESSES.crd_name} does not declare "
+                             "status.conditions on this server") == 1, mci_log[-3000:]
+    else:
+        (ready,) = [c for c in mci_status["conditions"] if c["type"] == "LoadBalancerReady"]
+        assert ready["status"] == "True"
+        assert "does not declare" not in mci_log
 
 
 async def test_all_blocked_fails_open(stack: Stack, cp: kube.ApiClient) -> None:

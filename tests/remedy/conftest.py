@@ -14,14 +14,14 @@ from clusterhealth_localenv import environment
 
 
 @pytest.fixture
-def controllers(env: environment.LocalEnvironment, python_env: dict[str, str],
+def controllers(plane: environment.LocalEnvironment, python_env: dict[str, str],
                 tmp_path: pathlib.Path) -> Iterator[Callable[..., remedykit.Controller]]:
     started: list[remedykit.Controller] = []
     lease = remedykit.unique("remedy")
 
     def start(*extra: str) -> remedykit.Controller:
         log = tmp_path / f"remedy-{len(started)}.log"
-        ctrl = remedykit.start_controller(env, python_env, lease, log, extra)
+        ctrl = remedykit.start_controller(plane, python_env, lease, log, extra)
         started.append(ctrl)
         return ctrl
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import functools
 import pathlib
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from clusterhealth_core import status
+from prometheus_client import parser
+
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import environment, waiting
+from clusterhealth_localenv import conditions, environment, waiting
 
 DNS = "ServiceDomainNameResolutionReady"
 WRITER = "test-condition-writer"
@@ -37,10 +38,8 @@ async def make_cluster(cp: kube.ApiClient, name: str) -> None:
 
 async def set_condition(cp: kube.ApiClient, cluster: str, value: str, ctype: str = DNS,
                         manager: str = WRITER) -> None:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await status.apply_status(cp, resources.CLUSTERS, cluster, {"conditions": [{
-        "type": ctype, "status": value, "reason": "Test", "message": f"set to {value}",
-        "lastTransitionTime": now}]}, field_manager=manager)
+    """Set one condition as another writer would (other writers' conditions stay)."""
+    await conditions.set_condition(cp, cluster, ctype, value, manager=manager)
 
 
 async def make_remedy(cp: kube.ApiClient, name: str, clusters: Sequence[str] | None,
@@ -80,10 +79,14 @@ class Controller:
                 self.proc.wait()
 
     def metrics(self) -> str:
-        import urllib.request
-
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
             return str(r.read().decode())
+
+    def samples(self, name: str) -> dict[frozenset[tuple[str, str]], float]:
+        """The exported samples called ``name``, by their labels."""
+        return {frozenset(s.labels.items()): s.value
+                for family in parser.text_string_to_metric_families(self.metrics())
+                for s in family.samples if s.name == name}
 
     def is_leader(self) -> bool:
         try:

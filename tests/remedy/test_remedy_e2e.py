@@ -1,4 +1,9 @@
-"""The Remedy controller end to end against the real control-plane API server."""
+"""The Remedy controller end to end against the real control-plane API server.
+
+The condition-driven test also runs against Karmada's API (its Cluster API
+without ``remedyActionSources``, its Remedy CRD without a status): the
+controller acts all the same and says, once, what is lost there.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,12 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import remedykit as k
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
+from clusterhealth_localenv import environment
 
 TC = ["TrafficControl"]
 Start = Callable[..., k.Controller]
@@ -30,34 +37,43 @@ async def _has(cp: kube.ApiClient, cluster: str, wanted: list[str]) -> bool:
     return await k.actions(cp, cluster) == wanted
 
 
-async def test_condition_driven_remedy(controllers: Start, cp: kube.ApiClient,
+@pytest.mark.planes("ours", "karmada")
+async def test_condition_driven_remedy(controllers: Start, plane: environment.LocalEnvironment,
+                                       cp: kube.ApiClient,
                                        cleanup: dict[str, list[str]]) -> None:
     a, b = await _clusters(cp, cleanup, 2)
     remedy = k.unique("dns")
     await k.make_remedy(cp, remedy, [a, b])
     cleanup["remedies"].append(remedy)
-    controllers()
+    ctrl = controllers()
 
     await k.set_condition(cp, a, "False")
     await k.eventually(lambda: _has(cp, a, TC))
     obj = await cp.get(resources.CLUSTERS, a)
-    assert obj["status"]["remedyActionSources"] == [{"action": "TrafficControl",
-                                                      "remedies": [remedy]}]
+    if plane.is_karmada:  # Karmada's Cluster API has no remedyActionSources
+        assert "remedyActionSources" not in obj["status"]
+    else:
+        assert obj["status"]["remedyActionSources"] == [{"action": "TrafficControl",
+                                                          "remedies": [remedy]}]
     assert await k.actions(cp, b) == []
 
     async def active() -> Any:
         st = (await cp.get(resources.REMEDIES, remedy)).get("status") or {}
         return st.get("activeClusters")
-    entries = await k.eventually(active)
-    assert [e["cluster"] for e in entries] == [a]
-    assert entries[0]["matchedCondition"] == {
-        "conditionType": k.DNS, "operator": "Equal", "conditionStatus": "False"}
+    if not plane.is_karmada:  # Karmada's Remedy CRD has no status
+        entries = await k.eventually(active)
+        assert [e["cluster"] for e in entries] == [a]
+        assert entries[0]["matchedCondition"] == {
+            "conditionType": k.DNS, "operator": "Equal", "conditionStatus": "False"}
 
     await k.set_condition(cp, a, "True")
     await k.eventually(lambda: _has(cp, a, []))
     obj = await cp.get(resources.CLUSTERS, a)
     assert "remedyActionSources" not in obj["status"]
-    assert [c["type"] for c in obj["status"]["conditions"]] == [k.DNS]  # untouched
+    (dns,) = [c for c in obj["status"]["conditions"] if c["type"] == k.DNS]
+    assert (dns["status"], dns["message"]) == ("True", "set to True")  # untouched
+    if not plane.is_karmada:  # there, Karmada writes its Ready beside it
+        assert [c["type"] for c in obj["status"]["conditions"]] == [k.DNS]
 
     # Remedy deleted -> cleared.
     await k.set_condition(cp, b, "False")
@@ -76,6 +92,32 @@ async def test_condition_driven_remedy(controllers: Start, cp: kube.ApiClient,
     assert remedy in reasons["RemedyActionAdded"]
     assert "Equal False" in reasons["RemedyActionAdded"]
     assert "RemedyActionRemoved" in reasons
+
+    # What the server cannot hold is said once, in the log and the metrics; no write
+    # failed (a write the server refuses would be an error reconcile, retried for ever).
+    await asyncio.to_thread(_no_failed_reconciles, ctrl)
+    unsupported = await asyncio.to_thread(ctrl.samples, "clusterhealth_schema_unsupported_field")
+    lost = {(dict(labels)["resource"], dict(labels)["field"]) for labels, v in unsupported.items()
+            if v == 1}
+    log = ctrl.log.read_text()
+    if plane.is_karmada:
+        assert lost == {(resources.CLUSTERS.crd_name, "remedyActionSources"),
+                        (resources.REMEDIES.crd_name, "status")}
+        for field in ("status.remedyActionSources", "status.(status)"):
+            assert log.count(f"does not declare {field} on this server") == 1, log
+    else:
+        assert lost == set()
+        assert "does not declare" not in log
+
+
+def _no_failed_reconciles(ctrl: k.Controller) -> None:
+    results = ctrl.samples("clusterhealth_controller_reconcile_total")
+    by_result: dict[str, float] = {}
+    for labels, value in results.items():
+        result = dict(labels)["result"]
+        by_result[result] = by_result.get(result, 0.0) + value
+    assert by_result.get("success", 0) > 0, results
+    assert by_result.get("error", 0) == by_result.get("terminal", 0) == 0, results
 
 
 async def test_immediate_remedy_and_affinity_moves(controllers: Start, cp: kube.ApiClient,

@@ -3,7 +3,9 @@
 A user switching from Karmada's remedy controller leaves ``remedyActions``
 owned by Karmada's field manager; a server-side apply of ``{}`` would leave
 them in place.  The controller must make the Cluster end up as computed,
-without touching anybody else's conditions.
+without touching anybody else's conditions.  Played here by a test writer
+on our control plane, and by Karmada's own remedy controller (in
+``karmada-controller-manager``) on Karmada's API.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import remedykit as k
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
+from clusterhealth_localenv import environment
 
 TC = ["TrafficControl"]
 KARMADA = "karmada-remedy-controller"
@@ -200,3 +203,53 @@ async def test_a_new_term_keeps_since_and_never_drops_active_clusters(
         assert entry in event.object["status"]["activeClusters"], event.object["status"]
     final = await active()
     assert final is not None and len(final) == 21 and entry in final
+
+
+async def _run_karmada(plane: environment.LocalEnvironment, *controllers: str) -> None:
+    """Restart ``karmada-controller-manager`` with ``controllers`` added to its default ones."""
+    karmada = plane.karmada
+    assert karmada is not None
+    await karmada.stop_controller_manager()
+    await karmada.start_controller_manager([*plane.config.karmada.controllers, *controllers])
+
+
+@pytest.mark.planes("karmada")
+async def test_handover_from_karmada_s_own_remedy_controller(
+        controllers: Start, plane: environment.LocalEnvironment, cp: kube.ApiClient,
+        cleanup: dict[str, list[str]]) -> None:
+    """Karmada's remedy controller sets TrafficControl; it is switched off; ours clears it."""
+    assert plane.karmada is not None
+    log = plane.karmada.controller_manager.log_path
+    logged_before = log.stat().st_size
+    cluster = await _cluster(cp, cleanup, dns="False")
+    remedy = k.unique("karmada")
+    try:
+        await _run_karmada(plane, "remedy")
+        await k.make_remedy(cp, remedy, [cluster])  # condition-driven: DNS is False
+        cleanup["remedies"].append(remedy)
+        await k.eventually(lambda: _is(cp, cluster, TC), timeout=30)
+        by_karmada = await cp.get(resources.CLUSTERS, cluster)
+        assert {m.split("/")[0] for m in _owners(by_karmada, "remedyActions")} == {
+            "karmada-controller-manager"}
+        assert "remedyActionSources" not in by_karmada["status"]
+    finally:
+        await _run_karmada(plane)  # the user switches Karmada's remedy controller off
+    assert "--controllers=cluster,clusterStatus" in plane.karmada.controller_manager.argv
+    await cp.delete(resources.REMEDIES, remedy)
+    await asyncio.sleep(1)
+    assert await k.actions(cp, cluster) == TC  # nobody clears it: Karmada's controller is off
+
+    controllers()
+    await k.eventually(lambda: _is(cp, cluster, []))
+    after = await cp.get(resources.CLUSTERS, cluster)
+    assert _owners(after, "remedyActions") == set()
+    assert _agent_condition(after)["status"] == "False"  # the agent-like writer's, untouched
+    removed = await k.eventually(lambda: _events(cp, cluster, "RemedyActionRemoved"))
+    assert "karmada-controller-manager" in removed[0]["message"]
+    # Karmada's remedy controller ran, and needed nothing more than the default
+    # controllers give it (no error of its own in karmada-controller-manager's log).
+    ran = log.read_bytes()[logged_before:].decode(errors="replace").splitlines()
+    assert any('Started "remedy"' in line for line in ran), ran[-20:]
+    complaints = [line for line in ran
+                  if line.startswith("E") and "remedy-controller" in line]
+    assert complaints == []

@@ -9,10 +9,19 @@ falls on both alike:
 1. start-up time of our mode and of Karmada mode (control plane + two members;
    Karmada mode's ``start()`` returns once Karmada reports both members Ready);
 2. resident memory, some seconds after start-up, of Karmada's two processes and
-   of the control-plane kube-apiserver in each mode.
+   of the control-plane kube-apiserver in each mode;
+3. the add-ons' latency on each control plane, both environments up at once
+   and blocks of trials alternating between them: the agent's detection and
+   recovery overhead (``bench.agent``'s trial: a real dnsmasq stopped and
+   started, the Cluster followed by a watch) and the remedy controller's
+   reaction latency (``bench.remedy``'s flips).  On Karmada's API the
+   conditions are an atomic list that ``karmada-controller-manager`` rewrites
+   every status update, so the agent's writes are guarded read-modify-writes
+   there, and a write can meet a conflict.
 
 Run from the repository root: ``python -m bench.karmada_env [--quick]
-[--markdown docs/benchmarks.md]``.  The table goes to stdout, progress to stderr.
+[--latency-rounds N] [--markdown docs/benchmarks.md]``.  The table goes to
+stdout, progress to stderr.
 """
 
 from __future__ import annotations
@@ -23,11 +32,13 @@ import dataclasses
 import os
 import pathlib
 import shlex
+import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from bench import foundation, report
+from bench import agent, foundation, remedy, report
 from bench.takeover import progress
 from clusterhealth_localenv import binaries as bins
 from clusterhealth_localenv import environment
@@ -39,11 +50,17 @@ MODES: tuple[environment.ControlPlane, ...] = ("ours", "karmada")
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """How many trials and how long to settle before reading memory."""
+    """How many trials, how long to settle before reading memory, how much latency."""
 
     trials: int
     settle: float
     markdown: pathlib.Path | None
+    latency_rounds: int = 2
+    """Blocks per mode of the latency phase (alternating); 0 leaves it out."""
+    agent_trials: int = 5
+    """Agent outages per block."""
+    flips: int = 25
+    """Remedy condition flips per block."""
 
 
 def mode_pids(env: environment.LocalEnvironment) -> dict[str, int]:
@@ -109,6 +126,73 @@ async def measure(options: Options) -> tuple[list[report.Figure], list[str]]:
     return figures, notes
 
 
+LATENCY_MEMBER = agent.MEMBER
+LABEL = {"ours": "our control plane", "karmada": "Karmada control plane"}
+
+
+async def latency(options: Options, tmp: pathlib.Path) -> tuple[list[report.Figure], list[str]]:
+    """The agent's and the remedy controller's latency on both control planes, interleaved."""
+    detect: dict[str, list[float]] = {mode: [] for mode in MODES}
+    recover: dict[str, list[float]] = {mode: [] for mode in MODES}
+    react: dict[str, list[float]] = {mode: [] for mode in MODES}
+    envs = {mode: environment.LocalEnvironment(environment.EnvironmentConfig(
+        members=(LATENCY_MEMBER,), control_plane=mode)) for mode in MODES}
+    try:
+        for env in envs.values():
+            await env.start()
+        for index in range(options.latency_rounds):
+            for mode in MODES:
+                progress(f"latency {mode} {index + 1}/{options.latency_rounds}: agent")
+                found, cleared = await agent.latency_samples(
+                    envs[mode], options.agent_trials, tmp)
+                detect[mode] += found
+                recover[mode] += cleared
+                progress(f"latency {mode} {index + 1}/{options.latency_rounds}: remedy")
+                react[mode] += await remedy.latency_samples(
+                    envs[mode], remedy.OURS, options.flips, tmp, tag=f"latency-{index}")
+    finally:
+        for env in envs.values():
+            await env.stop()
+    figures: list[report.Figure] = []
+    for mode in MODES:
+        figures += [
+            report.Figure(f"agent {agent.DETECTION}, {LABEL[mode]}", tuple(detect[mode]), "s"),
+            report.Figure(f"agent {agent.RECOVERY}, {LABEL[mode]}", tuple(recover[mode]), "s"),
+            report.Figure(f"remedy reaction latency, condition write -> remedyActions, "
+                          f"{LABEL[mode]} (p99 {remedy.percentile(react[mode], 0.99):.0f} ms)",
+                          tuple(react[mode]), "ms"),
+        ]
+    totals: dict[str, list[float]] = {
+        m: [v + agent.THRESHOLD + agent.PERIOD for v in detect[m]] for m in MODES}
+    reactions: dict[str, list[float]] = dict(react)
+    notes = [
+        f"Latency: both environments (control plane + {LATENCY_MEMBER}) up at once; "
+        f"{options.latency_rounds} blocks per mode, alternating: {options.agent_trials} DNS "
+        f"outages of one agent (period {agent.PERIOD:g} s, thresholds {agent.THRESHOLD:g} s) "
+        f"and {options.flips} remedy flips each. Ratios Karmada / ours (medians): " + ", ".join(
+            f"{what} {_ratio(samples):.2f}" for what, samples in (
+                ("detection (threshold + period + overhead)", totals),
+                ("remedy reaction", reactions)))
+        + ".",
+    ]
+    return figures, notes
+
+
+def _ratio(samples: Mapping[str, list[float]]) -> float:
+    return statistics.median(samples["karmada"]) / statistics.median(samples["ours"])
+
+
+async def measure_all(options: Options) -> tuple[list[report.Figure], list[str]]:
+    """Start-up and memory, then (unless ``--latency-rounds 0``) the add-ons' latency."""
+    figures, notes = await measure(options)
+    if options.latency_rounds > 0:
+        with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
+            more, said = await latency(options, pathlib.Path(tmp))
+        figures += more
+        notes += said
+    return figures, notes
+
+
 def parse_args(argv: Sequence[str]) -> Options:
     """Options from the command line (``--quick`` means 2 trials of each mode)."""
     parser = argparse.ArgumentParser(prog="python -m bench.karmada_env", description=__doc__,
@@ -117,13 +201,18 @@ def parse_args(argv: Sequence[str]) -> Options:
     parser.add_argument("--trials", type=int, help="trials per mode (default 5)")
     parser.add_argument("--settle", type=float, default=10.0,
                         help="seconds after start-up before reading RSS (default 10)")
+    parser.add_argument("--latency-rounds", type=int, default=2,
+                        help="latency blocks per mode, alternating (default 2; 0: none)")
     parser.add_argument("--markdown", type=pathlib.Path,
                         help="write/update this benchmark's section of this Markdown file")
     args = parser.parse_args(argv)
     options = Options(trials=args.trials or (2 if args.quick else 5), settle=args.settle,
-                      markdown=args.markdown)
+                      markdown=args.markdown, latency_rounds=args.latency_rounds,
+                      agent_trials=2 if args.quick else 5, flips=10 if args.quick else 25)
     if options.trials < 1:
         parser.error("--trials must be >= 1")
+    if options.latency_rounds < 0:
+        parser.error("--latency-rounds must be >= 0")
     return options
 
 
@@ -137,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the table, optionally update the Markdown section."""
     args = list(sys.argv[1:] if argv is None else argv)
     options = parse_args(args)
-    figures, notes = asyncio.run(measure(options))
+    figures, notes = asyncio.run(measure_all(options))
     print(report.text_table(figures))
     for note in notes:
         print(f"* {note}")

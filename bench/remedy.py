@@ -32,11 +32,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench import report, runtime, takeover
-from clusterhealth_core import status
 from clusterhealth_core.api import remedy as remedy_api
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import environment
+from clusterhealth_localenv import conditions, environment
 from clusterhealth_remedy import decision
 
 SECTION_TITLE = "## Remedy controller (issue 4)"
@@ -116,10 +115,14 @@ def cluster_obj(name: str) -> dict[str, Any]:
 
 
 async def set_condition(api: kube.ApiClient, cluster: str, value: str) -> None:
-    """Server-side apply the DNS condition, as the agent does."""
-    await status.apply_status(api, resources.CLUSTERS, cluster, {"conditions": [{
-        "type": DNS, "status": value, "reason": "Bench", "message": value,
-        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, field_manager="bench-agent")
+    """Write the DNS condition as the agent does, through its status writer.
+
+    One server-side apply where conditions are a list-map, a guarded
+    read-modify-write where they are atomic (Karmada's Cluster API).
+    """
+    await conditions.set_condition(api, cluster, DNS, value, manager="bench-agent",
+                                   reason="Bench", message=value,
+                                   transition="2026-01-01T00:00:00Z")
 
 
 def remedy_obj(name: str, clusters: Sequence[str] | None, match: tuple[str, str, str]

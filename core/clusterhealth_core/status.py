@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 CONFLICT_ATTEMPTS = 10
 """Read-modify-writes retried on 409 (others write the same object too)."""
 CONFLICT_PAUSE = 0.01
-"""The first pause after a 409; it doubles each time (half of it jittered) up to ``CONFLICT_PAUSE_MAX``.
+"""The first pause after a 409; it doubles (half jittered) up to ``CONFLICT_PAUSE_MAX``.
 
 A fixed, short pause lets a writer in a tight loop starve another: the one that
 loses keeps re-reading just before the winner's next write.  Doubling gives

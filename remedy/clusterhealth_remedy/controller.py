@@ -45,7 +45,7 @@ from typing import Any
 from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.api import meta, remedy
 from clusterhealth_core.kube import errors, informer, resources
-from clusterhealth_remedy import decision, metrics
+from clusterhealth_remedy import decision, index, metrics
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +180,10 @@ class RemedyController:
             REMEDY_CONTROLLER, self.reconcile_remedy, metrics=term.metrics.controllers,
             clock=term.clock, settings=reconcile.ControllerSettings(workers=1),
             on_terminal=self._remedy_terminal)
-        self.parsed: dict[str, remedy.Remedy] = {}
-        self.named: dict[str, frozenset[str]] = {}
-        """Remedy to the clusters its affinity names (for Remedies with an affinity)."""
-        self.decisions: dict[str, decision.Decision] = {}
+        self.remedy_index = index.RemedyIndex()
+        """The parsed Remedies, by the clusters they can cover."""
+        self.decisions = index.ActiveIndex()
+        """Every Cluster's latest decision, and the Clusters each Remedy acts on."""
         self._first_pass: set[str] = set()
         """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
         self._first_pass_done = asyncio.Event()
@@ -201,7 +201,7 @@ class RemedyController:
         name = str(obj["metadata"]["name"])
         if event == "DELETED":
             self._first_pass_reconciled(name)
-            gone = self.decisions.pop(name, None)
+            gone = self.decisions.remove(name)
             if gone is not None:
                 self.metrics.set_actions(name, gone.actions, ())
                 for match in gone.matches:
@@ -220,9 +220,8 @@ class RemedyController:
             self.cluster_controller.enqueue(name)
 
     def _queue_remedies_naming(self, cluster_name: str) -> None:
-        for name, names in self.named.items():
-            if cluster_name in names:
-                self.remedy_controller.enqueue(name)
+        for name in self.remedy_index.naming(cluster_name):
+            self.remedy_controller.enqueue(name)
 
     def _parse(self, obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
         if obj is None:
@@ -236,18 +235,9 @@ class RemedyController:
 
     def _on_remedy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = str(obj["metadata"]["name"])
-        before = self.parsed.get(name)
         after = None if event == "DELETED" else self._parse(obj)
-        if after is None:
-            self.parsed.pop(name, None)
-            self.named.pop(name, None)
-        else:
-            self.parsed[name] = after
-            affinity = after.spec.cluster_affinity
-            if affinity is None:
-                self.named.pop(name, None)
-            else:
-                self.named[name] = frozenset(affinity.cluster_names)
+        before = (self.remedy_index.remove(name) if after is None
+                  else self.remedy_index.put(after))
         if before is not None and after is not None and before.spec == after.spec:
             return  # a status write (ours): nothing to re-evaluate
         for cluster_name in decision.affected_clusters(before, after, self._cluster_names()):
@@ -271,7 +261,7 @@ class RemedyController:
         obj = self.clusters.store.get(name)
         if obj is None:
             return None
-        result = decision.decide(name, condition_statuses(obj), self.parsed.values())
+        result = self.remedy_index.decide(name, condition_statuses(obj))
         self.metrics.evaluations.inc()
         assert self.cluster_writer is not None  # made by run() before any reconcile
         desired = self.cluster_writer.supported(decision.status_patch(result))
@@ -288,8 +278,7 @@ class RemedyController:
             except errors.Invalid as exc:
                 raise self._rejected(metrics.KIND_CLUSTER, name, exc) from exc
             self._record_changes(obj, before, result, others)
-        previous = self.decisions.get(name)
-        self.decisions[name] = result
+        previous = self.decisions.put(result)
         self.metrics.set_actions(name, previous.actions if previous else tuple(before),
                                  result.actions)
         if previous is None or previous.matches != result.matches:
@@ -338,13 +327,13 @@ class RemedyController:
     async def reconcile_remedy(self, name: str) -> reconcile.Result | None:
         """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
         obj = self.remedies.store.get(name)
-        parsed = self.parsed.get(name)
+        parsed = self.remedy_index.get(name)
         writer = self.remedy_writer
         if obj is None or parsed is None or writer is None or not writer.writable:
             return None  # no Remedy status on this server (said once at start)
         now = self.clock.now().replace(microsecond=0)
         active, total = decision.active_clusters(
-            name, self.decisions.values(), decision.active_since(parsed), now,
+            self.decisions.acting(name), decision.active_since(parsed), now,
             limit=remedy.MAX_ACTIVE_CLUSTERS)
         generation = parsed.metadata.generation or None
         conditions = [
@@ -410,7 +399,7 @@ class RemedyController:
         """Reconcile every Cluster and every Remedy (start, resync)."""
         for name in self._cluster_names():
             self.cluster_controller.enqueue(name)
-        for name in list(self.parsed):
+        for name in list(self.remedy_index.remedies):
             self.remedy_controller.enqueue(name)
 
     async def _resync(self) -> None:

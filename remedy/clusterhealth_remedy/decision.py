@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Container, Iterable, Mapping
 from typing import Any, assert_never
 
 from clusterhealth_core.api import cluster, meta, remedy
@@ -262,22 +263,12 @@ def active_since(r: remedy.Remedy) -> dict[str, datetime.datetime]:
     return {active.cluster: active.since for active in r.status.active_clusters}
 
 
-def active_clusters(
-    remedy_name: str,
-    decisions: Iterable[Decision],
-    previous: Mapping[str, datetime.datetime],
-    now: datetime.datetime,
-    limit: int | None = None,
-) -> tuple[list[dict[str, Any]], int]:
-    """``Remedy.status.activeClusters`` in wire shape, sorted by cluster, and their total.
+def acting(remedy_name: str, decisions: Iterable[Decision]) -> dict[str, Match]:
+    """The clusters ``remedy_name`` acts on among ``decisions``, with the match (a scan).
 
-    One entry per decision in which the Remedy acts:
-    ``{"cluster", "matchedCondition"?, "since"}``; ``matchedCondition`` is
-    absent for an immediate Remedy.  ``since`` is kept from ``previous``
-    (cluster to since, see :func:`active_since`) when the cluster was already
-    active, otherwise it is ``now`` (which must be timezone-aware).  With
-    ``limit``, only the first ``limit`` clusters by name are listed (the API
-    bounds the list); the total counts them all.
+    The controller keeps this per Remedy as decisions change
+    (:class:`clusterhealth_remedy.index.ActiveIndex`); this is the same answer
+    from a list of decisions.
     """
     found: dict[str, Match] = {}
     for decision in decisions:
@@ -285,21 +276,40 @@ def active_clusters(
             if match.remedy == remedy_name:
                 found[decision.cluster] = match
                 break
-    names = sorted(found)
-    if limit is not None:
-        names = names[:limit]
+    return found
+
+
+def active_clusters(
+    acting_on: Mapping[str, Match],
+    previous: Mapping[str, datetime.datetime],
+    now: datetime.datetime,
+    limit: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """``Remedy.status.activeClusters`` in wire shape, sorted by cluster, and their total.
+
+    One entry per cluster of ``acting_on`` (cluster name to the match that
+    made the Remedy act, see :func:`acting`): ``{"cluster",
+    "matchedCondition"?, "since"}``; ``matchedCondition`` is absent for an
+    immediate Remedy.  ``since`` is kept from ``previous`` (cluster to since,
+    see :func:`active_since`) when the cluster was already active, otherwise
+    it is ``now`` (which must be timezone-aware).  With ``limit``, only the
+    first ``limit`` clusters by name are listed (the API bounds the list);
+    the total counts them all.
+    """
+    names = (sorted(acting_on) if limit is None
+             else heapq.nsmallest(limit, acting_on))
     entries = [
         remedy.ActiveCluster(
             cluster=name,
-            matched_condition=found[name].requirement,
+            matched_condition=acting_on[name].requirement,
             since=previous.get(name, now),
         ).to_dict()
         for name in names
     ]
-    return entries, len(found)
+    return entries, len(acting_on)
 
 
-def clusters_resolved(r: remedy.Remedy, known: Iterable[str]) -> tuple[bool, str, str]:
+def clusters_resolved(r: remedy.Remedy, known: Container[str]) -> tuple[bool, str, str]:
     """``(resolved, reason, message)`` for the Remedy's ``ClustersResolved`` condition.
 
     The message names the unknown clusters within
@@ -313,7 +323,7 @@ def clusters_resolved(r: remedy.Remedy, known: Iterable[str]) -> tuple[bool, str
     return True, REASON_ALL_CLUSTERS_FOUND, "every cluster in clusterAffinity exists"
 
 
-def unknown_clusters(r: remedy.Remedy, known: Iterable[str]) -> list[str]:
+def unknown_clusters(r: remedy.Remedy, known: Container[str]) -> list[str]:
     """The clusters ``r`` names that do not exist, sorted.
 
     They are reported as a condition on the Remedy rather than silently
@@ -323,6 +333,5 @@ def unknown_clusters(r: remedy.Remedy, known: Iterable[str]) -> list[str]:
     affinity = r.spec.cluster_affinity
     if affinity is None:
         return []
-    existing = frozenset(known)
-    return sorted(name for name in affinity.cluster_names if name not in existing)
+    return sorted(name for name in affinity.cluster_names if name not in known)
 

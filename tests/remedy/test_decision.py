@@ -430,7 +430,7 @@ def test_active_clusters_keeps_since() -> None:
         decision.decide("member3", DNS_FALSE, remedies),  # not in the affinity
     ]
     previous = {"member1": T0, "gone": T0}  # "gone" is no longer active: dropped
-    entries, total = decision.active_clusters("dns-down", decisions, previous, T1)
+    entries, total = decision.active_clusters(decision.acting("dns-down", decisions), previous, T1)
     assert total == 2
     matched = {"conditionType": DNS, "operator": "Equal", "conditionStatus": "False"}
     assert entries == [
@@ -446,16 +446,17 @@ def test_active_clusters_keeps_since() -> None:
 def test_active_clusters_immediate_has_no_matched_condition() -> None:
     remedies = [seed(SEED_IMMEDIATE)]
     decisions = [decision.decide(n, NO_CONDITIONS, remedies) for n in ALL]
-    assert decision.active_clusters("foo", decisions, {}, T1) == (
+    assert decision.active_clusters(decision.acting("foo", decisions), {}, T1) == (
         [{"cluster": "member1", "since": "2026-03-01T09:30:00Z"}], 1)
-    assert decision.active_clusters("other", decisions, {}, T1) == ([], 0)
+    assert decision.active_clusters(decision.acting("other", decisions), {}, T1) == ([], 0)
 
 
 def test_active_clusters_are_capped_and_counted() -> None:
     remedies = [make("everywhere", {"actions": [TC]})]
     names = [f"c{i:04d}" for i in range(2500)]
     decisions = [decision.decide(n, NO_CONDITIONS, remedies) for n in reversed(names)]
-    entries, total = decision.active_clusters("everywhere", decisions, {"c0001": T0}, T1,
+    acting = decision.acting("everywhere", decisions)
+    entries, total = decision.active_clusters(acting, {"c0001": T0}, T1,
                                               limit=remedy.MAX_ACTIVE_CLUSTERS)
     assert total == 2500
     assert [e["cluster"] for e in entries] == names[:remedy.MAX_ACTIVE_CLUSTERS]
@@ -477,7 +478,7 @@ def test_active_clusters_are_capped_and_counted() -> None:
     ],
 )
 def test_unknown_clusters(spec: dict[str, Any], unknown: list[str]) -> None:
-    assert decision.unknown_clusters(make("r", spec), iter(ALL)) == unknown
+    assert decision.unknown_clusters(make("r", spec), frozenset(ALL)) == unknown
 
 
 def test_conditions_of_feeds_decide() -> None:
@@ -545,13 +546,14 @@ def test_effectiveness(spec: dict[str, Any], effective: bool, reason: str,
 )
 def test_clusters_resolved(spec: dict[str, Any], resolved: bool, reason: str,
                            message: str) -> None:
-    assert decision.clusters_resolved(make("r", spec), iter(ALL)) == (resolved, reason, message)
+    found = decision.clusters_resolved(make("r", spec), frozenset(ALL))
+    assert found == (resolved, reason, message)
 
 
 def test_clusters_resolved_message_is_bounded() -> None:
     names = [f"missing-cluster-{i:05d}" for i in range(3000)]  # 21 characters each
     ok, reason, message = decision.clusters_resolved(
-        make("r", {"clusterAffinity": on(*names)}), iter(ALL))
+        make("r", {"clusterAffinity": on(*names)}), frozenset(ALL))
     assert (ok, reason) == (False, "UnknownClusters")
     assert len(message) <= len("no Cluster named ") + meta.MESSAGE_BUDGET
     assert message.startswith("no Cluster named missing-cluster-00000, missing-cluster-00001")

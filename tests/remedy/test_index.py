@@ -1,0 +1,102 @@
+"""The controller's indexes give the answers a full scan gives, as Remedies and decisions change."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from clusterhealth_core.api import remedy
+from clusterhealth_remedy import decision, index
+
+DNS = "ServiceDomainNameResolutionReady"
+TC = "TrafficControl"
+CLUSTERS = tuple(f"c{i}" for i in range(12))
+
+
+def make(name: str, spec: dict[str, Any]) -> remedy.Remedy:
+    return remedy.Remedy.from_dict({"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
+                                    "metadata": {"name": name}, "spec": spec})
+
+
+def dns_down(names: list[str] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"actions": [TC], "decisionMatches": [{"clusterConditionMatch": {
+        "conditionType": DNS, "operator": "Equal", "conditionStatus": "False"}}]}
+    if names is not None:
+        spec["clusterAffinity"] = {"clusterNames": names}
+    return spec
+
+
+@pytest.mark.parametrize(("specs", "cluster", "candidates", "naming"), [
+    pytest.param({}, "c0", set(), set(), id="no Remedy"),
+    pytest.param({"all": dns_down(None)}, "c0", {"all"}, set(), id="no affinity covers all"),
+    pytest.param({"a": dns_down(["c0", "c1"]), "b": dns_down(["c2"])}, "c1", {"a"}, {"a"},
+                 id="named"),
+    pytest.param({"empty": dns_down([])}, "c0", set(), set(), id="empty affinity: nobody"),
+    pytest.param({"a": dns_down(["c0"]), "all": dns_down(None)}, "c0", {"a", "all"}, {"a"},
+                 id="both kinds"),
+    pytest.param({"a": dns_down(["c0"])}, "ghost", set(), set(), id="unknown cluster"),
+])
+def test_candidates(specs: dict[str, dict[str, Any]], cluster: str, candidates: set[str],
+                    naming: set[str]) -> None:
+    remedies = index.RemedyIndex()
+    for name, spec in specs.items():
+        remedies.put(make(name, spec))
+    assert {r.metadata.name for r in remedies.candidates(cluster)} == candidates
+    assert remedies.naming(cluster) == naming
+
+
+def test_a_changed_affinity_moves_the_remedy() -> None:
+    remedies = index.RemedyIndex()
+    assert remedies.put(make("r", dns_down(["c0"]))) is None
+    before = remedies.put(make("r", dns_down(["c1"])))
+    assert before is not None and before.spec.cluster_affinity is not None
+    assert remedies.naming("c0") == frozenset() and remedies.naming("c1") == {"r"}
+    remedies.put(make("r", dns_down(None)))
+    assert remedies.naming("c1") == frozenset()
+    assert [r.metadata.name for r in remedies.candidates("c7")] == ["r"]
+    assert remedies.remove("r") is not None and remedies.remove("r") is None
+    assert remedies.candidates("c7") == [] and len(remedies) == 0
+
+
+def test_random_changes_agree_with_a_full_scan() -> None:
+    """Random Remedies, edits, deletions and condition flips: the indexes never drift."""
+    rng = random.Random(7)
+    remedies = index.RemedyIndex()
+    active = index.ActiveIndex()
+    conditions = {c: rng.choice(["True", "False"]) for c in CLUSTERS}
+    for step in range(400):
+        roll = rng.random()
+        name = f"r{rng.randrange(6)}"
+        if roll < 0.3:
+            names = None if rng.random() < 0.25 else rng.sample(CLUSTERS, rng.randrange(4))
+            remedies.put(make(name, dns_down(names)))
+        elif roll < 0.4:
+            remedies.remove(name)
+        else:
+            cluster = rng.choice(CLUSTERS)
+            conditions[cluster] = rng.choice(["True", "False"])
+        # the controller re-decides every cluster a change may touch; here: all of them
+        for cluster in CLUSTERS:
+            result = remedies.decide(cluster, {DNS: conditions[cluster]})
+            assert result == decision.decide(cluster, {DNS: conditions[cluster]},
+                                              remedies.remedies.values()), step
+            active.put(result)
+        if rng.random() < 0.1:
+            gone = rng.choice(CLUSTERS)
+            active.remove(gone)
+            active.put(remedies.decide(gone, {DNS: conditions[gone]}))
+        for remedy_name in [f"r{i}" for i in range(6)]:
+            assert dict(active.acting(remedy_name)) == decision.acting(
+                remedy_name, active.values()), (step, remedy_name)
+
+
+def test_a_deleted_cluster_leaves_no_active_entry() -> None:
+    active = index.ActiveIndex()
+    remedies = index.RemedyIndex()
+    remedies.put(make("all", dns_down(None)))
+    active.put(remedies.decide("c0", {DNS: "False"}))
+    assert set(active.acting("all")) == {"c0"}
+    assert active.remove("c0") is not None
+    assert active.acting("all") == {} and active.get("c0") is None

@@ -1,18 +1,22 @@
-"""Remedy controller benchmarks (issue 4): reaction latency, and scale.
+"""Remedy controller benchmarks (issues 4 and 13): reaction latency, and scale beside Karmada.
 
-* Reaction latency: a condition flip is written to a Cluster (server-side
-  apply, as the agent does); the time until a watch delivers the Cluster with
+* Reaction latency: a condition flip is written to a Cluster (as the agent
+  writes it); the time until a watch delivers the Cluster with
   ``remedyActions`` updated.  100 flips (50 raising, 50 clearing).
-* Scale: 1,000 Clusters and 100 Remedies (``--clusters``, ``--remedies``):
-  time to converge after the controller starts, and after one Remedy that
-  covers every cluster changes so that every Cluster needs a write; the
-  controller's peak RSS.
+* Scale, at each ``--scales`` size (default 1,000 x 100 and 5,000 x 500,
+  Clusters x Remedies): time to converge after the controller starts, and
+  after one Remedy that covers every cluster changes so that every Cluster
+  needs a write; the controller's peak RSS.  Karmada's own remedy controller
+  (built from the peer harness, ``../shared/peer/remedy``) runs the same
+  workload on the same API server, alternating with ours, and the targets of
+  issue 13 are checked as ratios against it and as growth from 1,000 to
+  5,000 Clusters.
 
 The phases take the controller as an :class:`Implementation`, so that
 ``bench/kopf_compare.py`` runs the same workload on the kopf prototype.
 
-Run: ``python -m bench.remedy [--flips N] [--clusters N] [--remedies N] [--changes N]
-[--markdown PATH]``.
+Run: ``python -m bench.remedy [--flips N] [--scales 1000x100,5000x500,10000x1000]
+[--rounds N] [--changes N] [--karmada-remedy BINARY] [--markdown PATH]``.
 """
 
 from __future__ import annotations
@@ -28,17 +32,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench import report, runtime, takeover
 from clusterhealth_core.api import remedy as remedy_api
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import conditions, environment
+from clusterhealth_localenv import binaries, conditions, environment
 from clusterhealth_remedy import decision
 
-SECTION_TITLE = "## Remedy controller (issue 4)"
+SECTION_TITLE = "## Remedy controller (issues 4 and 13)"
 DNS = "ServiceDomainNameResolutionReady"
 TC = ["TrafficControl"]
 TARGET_CLUSTERS = 1000
@@ -371,7 +375,7 @@ async def scale_run(env: environment.LocalEnvironment, workload: Workload,
 
 
 def scale_figures(workload: Workload, run: ScaleRun) -> list[report.Figure]:
-    """The scale figures of ``bench.remedy``."""
+    """The scale figures of one run of one controller (``bench.kopf_compare`` uses them)."""
     # the issue's target is for 1,000 clusters; other scales are recorded only
     target, verdict = ("< 10 s", "pass" if max(run.after_change) < 10 else "FAIL") \
         if len(workload.clusters) == TARGET_CLUSTERS else ("-", "recorded")
@@ -386,52 +390,211 @@ def scale_figures(workload: Workload, run: ScaleRun) -> list[report.Figure]:
     ]
 
 
-async def measure(flips: int, n_clusters: int, n_remedies: int, changes: int = 6
-                  ) -> list[report.Figure]:
-    """Our controller on a fresh local environment: latency, then scale."""
-    with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
+# --- several scales, beside Karmada's controller ------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """A fleet size: Clusters and Remedies."""
+
+    clusters: int
+    remedies: int
+
+    @classmethod
+    def parse(cls, text: str) -> Scale:
+        """``5000x500``: 5,000 Clusters and 500 Remedies."""
+        try:
+            clusters, remedies = (int(part) for part in text.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give CLUSTERSxREMEDIES, e.g. 5000x500") from None
+        if clusters < 1 or remedies < 2:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: at least 1 Cluster and 2 Remedies (one covers every Cluster)")
+        return cls(clusters, remedies)
+
+    @property
+    def label(self) -> str:
+        """``5,000 x 500``."""
+        return f"{self.clusters:,} x {self.remedies:,}"
+
+
+SCALE_TARGETS = {5000: (1.0, 1.0, 100.0)}
+"""Clusters to (change ratio, start ratio, peak RSS MiB) a scale must reach (issue 13)."""
+GROWTH = (1000, 5000, 5.5)
+"""From 1,000 to 5,000 Clusters the change-convergence time may grow at most 5.5x."""
+
+
+def _karmada(binary: pathlib.Path) -> Implementation:
+    """Karmada's remedy controller (the peer wrapper) without rate limit, ``workers`` workers."""
+    def argv(env: environment.LocalEnvironment, workers: int) -> list[str]:
+        return [str(binary), "--kubeconfig", str(env.kubeconfig()), "--kube-api-qps", "10000",
+                "--kube-api-burst", "10000", "--workers", str(workers)]
+    return Implementation("karmada", argv)
+
+
+def _ratio_figure(name: str, ours: Sequence[float], theirs: Sequence[float],
+                  limit: float | None) -> report.Figure:
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    verdict = "recorded" if limit is None else ("pass" if ratio <= limit else "FAIL")
+    return report.Figure(name, (ratio,), "x", "-" if limit is None else f"<= {limit:g}",
+                         verdict)
+
+
+def compare_figures(scale: Scale, workload: Workload, runs: Mapping[str, list[ScaleRun]]
+                    ) -> list[report.Figure]:
+    """Per scale: each controller's convergence and memory, and ours against Karmada's."""
+    limits = SCALE_TARGETS.get(scale.clusters)
+    figures: list[report.Figure] = []
+    for name, done in runs.items():
+        who = "ours" if name == OURS.name else "Karmada, unthrottled"
+        rss = max(r.rss_peak for r in done)
+        rss_target = f"<= {limits[2]:g} MiB" if limits and name == OURS.name else "-"
+        rss_verdict = ("recorded" if rss_target == "-"
+                       else "pass" if limits and rss <= limits[2] else "FAIL")
+        figures += [
+            report.Figure(f"{scale.label}: converge after start, {who}",
+                          tuple(r.after_start for r in done), "s"),
+            report.Figure(f"{scale.label}: converge after a change ({workload.writes:,} "
+                          f"writes), {who}",
+                          tuple(t for r in done for t in r.after_change), "s"),
+            report.Figure(f"{scale.label}: peak RSS, {who}", tuple(r.rss_peak for r in done),
+                          "MiB", rss_target, rss_verdict),
+        ]
+    if "karmada" in runs:
+        ours, theirs = runs[OURS.name], runs["karmada"]
+        figures += [
+            _ratio_figure(f"{scale.label}: change convergence, ours / Karmada (medians)",
+                          [t for r in ours for t in r.after_change],
+                          [t for r in theirs for t in r.after_change],
+                          limits[0] if limits else None),
+            _ratio_figure(f"{scale.label}: start convergence, ours / Karmada (medians)",
+                          [r.after_start for r in ours], [r.after_start for r in theirs],
+                          limits[1] if limits else None),
+        ]
+    return figures
+
+
+def growth_figures(results: Mapping[int, Mapping[str, list[ScaleRun]]]) -> list[report.Figure]:
+    """How the change-convergence time grows from 1,000 to 5,000 Clusters, per controller."""
+    small, large, limit = GROWTH
+    if small not in results or large not in results:
+        return []
+    figures = []
+    for name in results[large]:
+        if name not in results[small]:
+            continue
+        before = [t for r in results[small][name] for t in r.after_change]
+        after = [t for r in results[large][name] for t in r.after_change]
+        growth = statistics.median(after) / statistics.median(before)
+        mine = name == OURS.name
+        figures.append(report.Figure(
+            f"change convergence {large:,} / {small:,} Clusters, "
+            f"{'ours' if mine else 'Karmada, unthrottled'}", (growth,), "x",
+            f"<= {limit:g}" if mine else "-",
+            ("pass" if growth <= limit else "FAIL") if mine else "recorded"))
+    return figures
+
+
+async def measure_scales(scales: Sequence[Scale], impls: Sequence[Implementation],
+                         rounds: int, changes: int, tmp: pathlib.Path
+                         ) -> tuple[list[report.Figure], dict[int, dict[str, list[ScaleRun]]]]:
+    """Each scale in a fresh environment; the controllers alternate, ``rounds`` runs each."""
+    figures: list[report.Figure] = []
+    results: dict[int, dict[str, list[ScaleRun]]] = {}
+    for scale in scales:
         async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
-            takeover.progress(f"reaction latency over {flips} flips")
-            samples = await latency_samples(env, OURS, flips, pathlib.Path(tmp))
-            workload = Workload.build(n_clusters, n_remedies)
+            workload = Workload.build(scale.clusters, scale.remedies)
             takeover.progress(f"creating {workload.label}")
             async with env.client(max_connections=16) as api:
                 await workload.create(api)
-            takeover.progress("scale run")
-            run = await scale_run(env, workload, OURS, pathlib.Path(tmp), changes)
-    return [latency_figure(samples), *scale_figures(workload, run)]
+            runs: dict[str, list[ScaleRun]] = {impl.name: [] for impl in impls}
+            for index in range(rounds):
+                order = impls if index % 2 == 0 else tuple(reversed(impls))
+                for impl in order:
+                    takeover.progress(f"{scale.label}: {impl.name}, round {index + 1}/{rounds}")
+                    run = await scale_run(env, workload, impl, tmp, changes)
+                    takeover.progress(f"{scale.label}: {impl.name}: start {run.after_start:.1f} s, "
+                                      f"changes {', '.join(f'{t:.1f}' for t in run.after_change)}"
+                                      f" s, peak {run.rss_peak:.0f} MiB")
+                    runs[impl.name].append(run)
+        results[scale.clusters] = runs
+        figures += compare_figures(scale, workload, runs)
+    return figures + growth_figures(results), results
+
+
+async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
+                  ) -> list[report.Figure]:
+    """Latency on a fresh environment, then every scale (beside Karmada's controller if built)."""
+    impls = (OURS,) if karmada is None else (OURS, _karmada(karmada))
+    with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
+        figures: list[report.Figure] = []
+        if options.flips > 0:
+            async with environment.LocalEnvironment(
+                    environment.EnvironmentConfig(members=())) as env:
+                takeover.progress(f"reaction latency over {options.flips} flips")
+                figures.append(latency_figure(
+                    await latency_samples(env, OURS, options.flips, pathlib.Path(tmp))))
+        more, _ = await measure_scales(options.scales, impls, options.rounds, options.changes,
+                                       pathlib.Path(tmp))
+    return figures + more
+
+
+def karmada_binary(options: argparse.Namespace) -> pathlib.Path | None:
+    """Karmada's remedy controller to compare with: given, built from the peer folder, or none."""
+    if options.karmada_remedy is not None:
+        if not options.karmada_remedy.exists():
+            raise SystemExit(f"--karmada-remedy {options.karmada_remedy}: no such file")
+        return pathlib.Path(options.karmada_remedy)
+    source = options.peer / "remedy"
+    if not (source / "go.mod").exists():
+        takeover.progress(f"no {source}/go.mod: measuring our controller alone")
+        return None
+    takeover.progress(f"building Karmada's remedy controller from {source} (cached)")
+    return binaries.ensure_go_program(source, "karmada-remedy-peer")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the table, optionally update docs/benchmarks.md."""
     args = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m bench.remedy")
-    parser.add_argument("--flips", type=int, default=100)
-    parser.add_argument("--clusters", type=int, default=1000)
-    parser.add_argument("--remedies", type=int, default=100)
-    parser.add_argument("--changes", type=int, default=6,
-                        help="edits of the Remedy covering every cluster (alternating)")
+    parser.add_argument("--flips", type=int, default=100, help="latency flips (0: none)")
+    parser.add_argument("--scales", type=lambda text: [Scale.parse(t) for t in text.split(",")],
+                        default=[Scale(1000, 100), Scale(5000, 500)],
+                        help="CLUSTERSxREMEDIES,... (default 1000x100,5000x500)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs of each controller per scale, alternating (default 2)")
+    parser.add_argument("--changes", type=int, default=4,
+                        help="edits of the Remedy covering every cluster per run (alternating)")
+    parser.add_argument("--karmada-remedy", type=pathlib.Path, default=None,
+                        help="Karmada's remedy controller (the peer wrapper binary); default: "
+                             "built from --peer")
+    parser.add_argument("--peer", type=pathlib.Path, default=takeover.REPO.parent / "shared/peer",
+                        help="the peer harness folder (default ../shared/peer)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
-    figures = asyncio.run(measure(options.flips, options.clusters, options.remedies,
-                                  options.changes))
+    karmada = karmada_binary(options)
+    figures = asyncio.run(measure(options, karmada))
     print(report.text_table(figures))
-    latency = figures[0].samples
-    print(f"latency: median {statistics.median(latency):.1f} ms over {len(latency)} flips")
     if options.markdown is not None:
-        group = Workload.build(options.clusters, options.remedies).group
         notes = [
-            "Latency: time from just before the condition write (server-side apply, like the "
-            "agent's) until a watch on the Cluster delivers the new remedyActions; half the "
-            "flips raise TrafficControl, half clear it. One controller; a warm-up flip (not "
-            "recorded) first waits for it to be up.",
-            f"Scale: Remedies 0..{options.remedies - 2} name {group} Clusters each and match "
-            "DNS=False (every 7th Cluster); the last Remedy covers every Cluster and at first "
-            "matches nothing; "
-            "changing its match to DNS NotEqual Unknown makes all Clusters need a write, "
-            f"changing it back clears them again ({options.changes} edits, alternating). "
-            "Convergence is followed with one list and a watch of the Clusters; 4 workers. "
-            "Peak RSS is the larger of VmHWM and VmRSS sampled every 0.2 s.",
+            "Latency: time from just before the condition write (the agent's status writer: "
+            "a server-side apply on this API) until a watch on the Cluster delivers the new "
+            "remedyActions; half the flips raise TrafficControl, half clear it. One "
+            "controller; a warm-up flip (not recorded) first waits for it to be up.",
+            "Scale, per CLUSTERS x REMEDIES: REMEDIES-1 Remedies name an equal group of "
+            "Clusters each and match DNS=False (every 7th Cluster); the last Remedy covers "
+            "every Cluster and at first matches nothing; changing its match to DNS NotEqual "
+            "Unknown makes every Cluster need a write, changing it back clears them again "
+            f"({options.changes} edits per run, alternating). Before each run every "
+            "remedyActions is cleared, so each start begins from the same state. Convergence "
+            "is followed with one list and a watch of the Clusters; 4 workers each. Peak RSS "
+            "is the larger of VmHWM and VmRSS sampled every 0.2 s.",
+            "Karmada: its remedy controller v1.18.2 (pkg/controllers/remediation, unmodified) "
+            "in the peer wrapper of ../shared/peer/remedy, with no client rate limit "
+            "(--kube-api-qps 10000) and 4 workers, on the same API server; the two "
+            f"controllers alternate, {options.rounds} runs each per scale."
+            if karmada is not None else
+            "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])
         body = report.section(SECTION_TITLE, figures, notes, command)

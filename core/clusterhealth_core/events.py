@@ -21,6 +21,13 @@ describe, so recording is split in two, as in client-go's broadcaster::
   orderly shutdown).
 - **Bounded**: at most ``max_pending`` Events wait; past that, new ones are
   dropped and counted (``clusterhealth_events_dropped_total{reason="backlog"}``).
+- **Write rate**: all objects together, at most ``write_rate.qps`` Event
+  writes a second, ``write_rate.burst`` at once (:class:`WriteRate`, 10/s
+  and 50 by default).  A change that touches 5,000 Clusters at once records
+  the first Events at once and the rest as the rate allows (past the backlog
+  bound they are dropped and counted): the Events never take the API
+  server's time from the status writes they describe (measured:
+  ``docs/decisions/0005-remedy-controller-at-scale.md``).
 - **Spam filter** (client-go's numbers): a token bucket per involved object,
   a burst of 25 and one more every 5 minutes; Events past it are dropped and
   counted (``reason="rate_limit"``).  Repeats count against it too.
@@ -123,6 +130,20 @@ class SpamFilter:
 DEFAULT_SPAM_FILTER = SpamFilter()
 """client-go's numbers (``EventSourceObjectSpamFilter``: burst 25, refill 1 per 5 min)."""
 
+
+@dataclasses.dataclass(frozen=True)
+class WriteRate:
+    """All objects together: ``qps`` Event writes a second on average, ``burst`` at once."""
+
+    qps: float = 10.0
+    burst: float = 50.0
+
+
+DEFAULT_WRITE_RATE = WriteRate()
+"""Enough for every Event of a few clusters changing; a mass change trickles out."""
+DROP_LOG_INTERVAL = 60.0
+"""Seconds between log lines about Events dropped for a full backlog (they are all counted)."""
+
 _Key = tuple[str, ...]
 
 
@@ -175,6 +196,7 @@ class EventRecorder:
         max_pending: int = 1000,
         cache_size: int = 4096,
         spam_filter: SpamFilter | None = DEFAULT_SPAM_FILTER,
+        write_rate: WriteRate | None = DEFAULT_WRITE_RATE,
     ) -> None:
         check_namespace(namespace)
         self.api = api
@@ -186,6 +208,11 @@ class EventRecorder:
         self.metrics = metrics or EventMetrics(prometheus_client.CollectorRegistry())
         self.cache_size = cache_size
         self.spam_filter = spam_filter
+        self.write_rate = write_rate
+        self._write_tokens: _Bucket | None = None
+        """The write rate's bucket, full at the first write (the loop's clock is read then)."""
+        self._dropped_since_log = 0
+        self._drop_logged_at: float | None = None
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue(max_pending)
         self._written: collections.OrderedDict[_Key, _Written] = collections.OrderedDict()
         self._buckets: collections.OrderedDict[tuple[str, ...], _Bucket] = (
@@ -234,8 +261,19 @@ class EventRecorder:
             self._queue.put_nowait(pending)
         except asyncio.QueueFull:
             self.metrics.dropped.labels(self.component, "backlog").inc()
-            log.warning("event backlog full (%d); dropped %s on %s: %s", self._queue.maxsize,
-                        reason, involved["name"], message)
+            self._log_backlog_drop(reason, involved["name"], message)
+
+    def _log_backlog_drop(self, reason: str, name: str, message: str) -> None:
+        """Say the first drop, then at most one line per :data:`DROP_LOG_INTERVAL`."""
+        self._dropped_since_log += 1
+        now = self.clock.monotonic()
+        if self._drop_logged_at is not None and now - self._drop_logged_at < DROP_LOG_INTERVAL:
+            return
+        log.warning("event backlog full (%d pending); dropped %d event(s) since the last "
+                    "report, the latest %s on %s: %s (clusterhealth_events_dropped_total "
+                    "counts them all)", self._queue.maxsize, self._dropped_since_log, reason,
+                    name, message)
+        self._drop_logged_at, self._dropped_since_log = now, 0
 
     def _allowed(self, subject: tuple[str, ...]) -> bool:
         """Take a token from the object's bucket (client-go's spam filter)."""
@@ -259,11 +297,29 @@ class EventRecorder:
 
     # --- the writer -----------------------------------------------------------
 
+    async def _write_token(self) -> None:
+        """Wait for the next write the rate allows (no wait without a rate)."""
+        rate = self.write_rate
+        if rate is None:
+            return
+        if self._write_tokens is None:
+            self._write_tokens = _Bucket(rate.burst, self.clock.monotonic())
+        tokens = self._write_tokens
+        while True:
+            now = self.clock.monotonic()
+            tokens.tokens = min(rate.burst, tokens.tokens + (now - tokens.updated) * rate.qps)
+            tokens.updated = now
+            if tokens.tokens >= 1:
+                tokens.tokens -= 1
+                return
+            await self.clock.sleep((1 - tokens.tokens) / rate.qps)
+
     async def run(self) -> None:
-        """Write queued Events one at a time until cancelled."""
+        """Write queued Events one at a time, at the write rate, until cancelled."""
         while True:
             pending = await self._queue.get()
             try:
+                await self._write_token()
                 await self._write(pending)
             except (errors.KubeError, OSError) as exc:
                 self.metrics.errors.labels(self.component).inc()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -94,7 +95,8 @@ def cache_root() -> pathlib.Path:
     return pathlib.Path.home() / ".cache" / "clusterhealth"
 
 
-def _go() -> str:
+def go_tool() -> str:
+    """The ``go`` command: on PATH, else where Go's installers put it."""
     go = shutil.which("go")
     if go is not None:
         return go
@@ -183,7 +185,7 @@ def _version_ldflags(version: str) -> str:
 
 
 def _build_kubernetes(version: str, out_dir: pathlib.Path) -> None:
-    go = _go()
+    go = go_tool()
     upstream = _fetch_mod("k8s.io/kubernetes", version)
     with tempfile.TemporaryDirectory(prefix="clusterhealth-kubebuild-") as tmp:
         work = pathlib.Path(tmp)
@@ -235,12 +237,45 @@ def ensure_kubernetes(version: str = KUBERNETES_VERSION) -> Binaries:
     return binaries
 
 
+def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
+    """Build the Go main package in ``source`` (its own ``go.mod``) once; return the binary.
+
+    For programs kept outside this repository, such as the peer harness's
+    wrapper of Karmada's remedy controller (``../shared/peer/remedy``).  The
+    source is copied to a scratch folder (the build writes ``go.sum``), and the
+    binary is cached by a hash of the source files, so an edited source is
+    rebuilt.
+    """
+    files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix in {".go", ".mod"})
+    if not any(p.name == "go.mod" for p in files):
+        raise ProvisionError(f"{source} has no go.mod: not a Go module to build {name} from")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    out_dir = cache_root() / "bin" / f"{name}-{digest.hexdigest()[:12]}"
+    binary = out_dir / name
+    if binary.exists():
+        return binary
+    with _build_lock(out_dir.name):
+        if not binary.exists():
+            go = go_tool()
+            with tempfile.TemporaryDirectory(prefix=f"clusterhealth-{name}-") as tmp:
+                work = pathlib.Path(tmp) / "src"
+                shutil.copytree(source, work)
+                partial = pathlib.Path(tmp) / name
+                _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],
+                     work, name, _MOD_FLAGS)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                shutil.move(partial, binary)
+    return binary
+
+
 def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
     """Return a cached ``helm`` binary, building it from the Go module proxy."""
     helm = cache_root() / "bin" / f"helm-{version}" / "helm"
     if helm.exists():
         return helm
-    go = _go()
+    go = go_tool()
     with _build_lock(f"helm-{version}"), \
             tempfile.TemporaryDirectory(prefix="clusterhealth-helmbuild-") as tmp:
         if helm.exists():
@@ -343,7 +378,7 @@ def _copy_karmada_crds(module_dir: pathlib.Path, crd_dir: pathlib.Path) -> None:
 
 
 def _build_karmada(version: str, out_dir: pathlib.Path) -> None:
-    go = _go()
+    go = go_tool()
     with tempfile.TemporaryDirectory(prefix="clusterhealth-karmadabuild-") as tmp:
         work = pathlib.Path(tmp)
         info = _download_module(go, KARMADA_MODULE, version, work)

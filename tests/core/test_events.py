@@ -283,6 +283,55 @@ async def test_spam_filter_per_object(cp: kube.ApiClient) -> None:
     assert events.SpamFilter(burst=25, refill_every=300) == events.DEFAULT_SPAM_FILTER
 
 
+class SleepingClock(SteppedClock):
+    """Sleeps move the clock at once and are remembered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+        await asyncio.sleep(0)
+
+
+async def test_writes_follow_the_write_rate(cp: kube.ApiClient, namespace: str) -> None:
+    clock = SleepingClock()
+    metrics = Metrics()
+    recorder = events.EventRecorder(cp, COMPONENT, clock, metrics=metrics.events,
+                                    write_rate=events.WriteRate(qps=2, burst=3))
+    subjects = [{"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": f"cm{i}", "namespace": namespace, "uid": f"u{i}"}}
+                for i in range(7)]
+    for subject in subjects:  # seven objects: the per-object spam filter lets each pass
+        recorder.record(subject, "Normal", "Mass", "one of many")
+    async with running(recorder):
+        await recorder.flush()
+    # a burst of 3 at once, then the other 4 at 2 a second: 2 s of waiting in all
+    assert sum(clock.slept) == pytest.approx(2.0)
+    assert all(s == pytest.approx(0.5) for s in clock.slept), clock.slept
+    assert metrics.value("clusterhealth_events_recorded_total", type="Normal") == 7
+    assert events.WriteRate(qps=10, burst=50) == events.DEFAULT_WRITE_RATE
+
+
+async def test_backlog_drops_are_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    clock = SteppedClock()
+    metrics = Metrics()
+    async with unreachable() as api:  # nothing is written: run() never starts
+        recorder = events.EventRecorder(api, COMPONENT, clock, metrics=metrics.events,
+                                        max_pending=1, spam_filter=None)
+        subject = {"kind": "Cluster", "metadata": {"name": "c", "uid": "u"}}
+        for i in range(101):
+            recorder.record(subject, "Normal", "Mass", f"m{i}")
+        clock.t += events.DROP_LOG_INTERVAL
+        recorder.record(subject, "Normal", "Mass", "later")
+    lines = [r.getMessage() for r in caplog.records if "event backlog full" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "dropped 1 event(s)" in lines[0] and "dropped 100 event(s)" in lines[1]
+    assert metrics.value("clusterhealth_events_dropped_total", reason="backlog") == 101
+
+
 async def test_record_never_raises(caplog: pytest.LogCaptureFixture) -> None:
     metrics = Metrics()
     async with unreachable() as api:  # never used: nothing is written

@@ -15,13 +15,14 @@ import os
 import pathlib
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
 from clusterhealth_core import retry
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import config, errors, resources
+from clusterhealth_core.kube import config, errors, resources, transport
+from clusterhealth_localenv import environment
 
 
 @dataclasses.dataclass
@@ -86,11 +87,21 @@ def reply(status: int, body: object, headers: dict[str, str] | None = None) -> b
 
 
 FAST = retry.Backoff(initial=0.01, maximum=0.05, attempts=4)
+LIBRARY: list[transport.Library] = ["httpx"]
+"""The HTTP library of the clients this module's tests make (set per test)."""
+
+
+@pytest.fixture(autouse=True, params=transport.LIBRARIES)
+def library(request: pytest.FixtureRequest) -> Iterator[transport.Library]:
+    """Every promise holds on both HTTP libraries."""
+    LIBRARY[0] = request.param
+    yield request.param
+    LIBRARY[0] = "httpx"
 
 
 def api_for(url: str, **kwargs: object) -> kube.ApiClient:
     return kube.ApiClient(config.Credentials(server=url, token="t"), backoff=FAST,
-                          environ={}, **kwargs)  # type: ignore[arg-type]
+                          environ={}, http=LIBRARY[0], **kwargs)  # type: ignore[arg-type]
 
 
 async def cut_after_status(request: Request, writer: asyncio.StreamWriter) -> bool:
@@ -191,7 +202,7 @@ async def test_401_rereads_the_token_file_once(tmp_path: pathlib.Path) -> None:
 
     async with server(only_new) as (url, seen):
         credentials = config.Credentials(server=url, token_file=token_file)
-        async with kube.ApiClient(credentials, backoff=FAST, environ={}) as api:
+        async with kube.ApiClient(credentials, backoff=FAST, environ={}, http=LIBRARY[0]) as api:
             with pytest.raises(errors.Unauthorized):
                 await api.get(resources.NAMESPACES, "a")  # the file still says "old"
             tries = len(seen)
@@ -220,7 +231,7 @@ async def test_impersonation_headers_one_per_group() -> None:
     async with server(ok) as (url, seen):
         credentials = config.Credentials(server=url, token="t", impersonate_user="jane",
                                          impersonate_groups=("dev", "ops"))
-        async with kube.ApiClient(credentials, environ={}) as api:
+        async with kube.ApiClient(credentials, environ={}, http=LIBRARY[0]) as api:
             await api.get(resources.NAMESPACES, "a")
     assert seen[0].header("Impersonate-User") == ["jane"]
     assert seen[0].header("Impersonate-Group") == ["dev", "ops"]
@@ -304,8 +315,14 @@ async def test_a_watch_line_that_is_not_json_is_a_protocol_error() -> None:
                 pass
 
 
-async def test_connections_probe_dead_peers_with_tcp_keepalive(cp: kube.ApiClient) -> None:
+async def test_connections_probe_dead_peers_with_tcp_keepalive(
+        env: environment.LocalEnvironment, library: transport.Library) -> None:
     """Every pooled connection to the API server has keepalive probes armed."""
+    async with env.client(http=library) as cp:
+        await _keepalive_armed(cp)
+
+
+async def _keepalive_armed(cp: kube.ApiClient) -> None:
     await cp.list(resources.NAMESPACES)
     port = cp.credentials.server.rsplit(":", 1)[1]
     shown = (await asyncio.to_thread(

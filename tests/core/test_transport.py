@@ -1,4 +1,4 @@
-"""The HTTP transport (httpx underneath) against small real servers on loopback."""
+"""Both HTTP transports (httpx, aiohttp) against small real servers on loopback."""
 
 from __future__ import annotations
 
@@ -10,9 +10,18 @@ import prometheus_client
 import pytest
 
 from clusterhealth_core import serving
-from clusterhealth_core.kube import transport
+from clusterhealth_core.kube import aiohttp_transport, transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+Make = Callable[[str], transport.Transport]
+
+
+@pytest.fixture(params=transport.LIBRARIES)
+def make(request: pytest.FixtureRequest) -> Make:
+    """A transport to a plain-HTTP loopback URL, on each library in turn."""
+    if request.param == "aiohttp":
+        return lambda url: aiohttp_transport.AiohttpTransport(url, None)
+    return lambda url: transport.HttpTransport(url, None)
 
 
 @contextlib.asynccontextmanager
@@ -35,7 +44,7 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head
 
 
-async def test_chunked_body_and_keep_alive() -> None:
+async def test_chunked_body_and_keep_alive(make: Make) -> None:
     connections = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -48,7 +57,7 @@ async def test_chunked_body_and_keep_alive() -> None:
         writer.close()
 
     async with server(handle) as port:
-        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        http = make(f"http://127.0.0.1:{port}")
         first = await http.request("GET", "/a")
         second = await http.request("GET", "/b")
         await http.close()
@@ -56,7 +65,7 @@ async def test_chunked_body_and_keep_alive() -> None:
     assert connections == 1  # the second request reused the connection
 
 
-async def test_server_closing_idle_connection_is_retried_on_a_new_one() -> None:
+async def test_server_closing_idle_connection_is_retried_on_a_new_one(make: Make) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -64,14 +73,14 @@ async def test_server_closing_idle_connection_is_retried_on_a_new_one() -> None:
         writer.close()  # keep-alive promised, then closed: the next reuse must recover
 
     async with server(handle) as port:
-        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        http = make(f"http://127.0.0.1:{port}")
         assert (await http.request("GET", "/")).body == b"ok"
         await asyncio.sleep(0.05)
         assert (await http.request("GET", "/")).body == b"ok"
         await http.close()
 
 
-async def test_stream_lines_split_across_chunks() -> None:
+async def test_stream_lines_split_across_chunks(make: Make) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -84,17 +93,17 @@ async def test_stream_lines_split_across_chunks() -> None:
         writer.close()
 
     async with server(handle) as port:
-        http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+        http = make(f"http://127.0.0.1:{port}")
         async with http.stream("GET", "/watch", idle_timeout=5) as response:
             lines = [line async for line in response.lines()]
         await http.close()
     assert lines == ['{"a":1}', '{"b":2}']
 
 
-async def test_refused_connection_is_a_transport_error() -> None:
+async def test_refused_connection_is_a_transport_error(make: Make) -> None:
     async with server(_read_request_and_close) as port:
         pass  # closed: nothing listens on the port any more
-    http = transport.HttpTransport(f"http://127.0.0.1:{port}", None)
+    http = make(f"http://127.0.0.1:{port}")
     with pytest.raises(transport.TransportError) as caught:
         await http.request("GET", "/")
     await http.close()
@@ -107,7 +116,7 @@ async def _read_request_and_close(reader: asyncio.StreamReader,
     writer.close()
 
 
-async def test_health_server_endpoints() -> None:
+async def test_health_server_endpoints(make: Make) -> None:
     registry = prometheus_client.CollectorRegistry()
     prometheus_client.Counter("demo_events", "events", registry=registry).inc(3)
     health = serving.HealthServer(registry, host="127.0.0.1", port=0)
@@ -116,7 +125,7 @@ async def test_health_server_endpoints() -> None:
     health.add_readiness("synced", lambda: (ready["value"], "informer synced"))
     await health.start()
     try:
-        http = transport.HttpTransport(f"http://127.0.0.1:{health.bound_port}", None)
+        http = make(f"http://127.0.0.1:{health.bound_port}")
         metrics = await http.request("GET", "/metrics")
         assert b"demo_events_total 3.0" in metrics.body
         assert (await http.request("GET", "/healthz")).status == 200

@@ -78,11 +78,11 @@ class _Pool:
 
     credentials: config.Credentials
     tokens: config.TokenSource
-    make_transport: Callable[[], transport.HttpTransport]
+    make_transport: Callable[[], transport.Transport]
     on_unauthorized: Callable[[], None] | None
-    connections: transport.HttpTransport | None = None
+    connections: transport.Transport | None = None
 
-    def http(self) -> transport.HttpTransport:
+    def http(self) -> transport.Transport:
         if self.connections is None:
             self.connections = self.make_transport()
         return self.connections
@@ -110,6 +110,7 @@ class ApiClient:
         backoff: retry.Backoff = retry.DEFAULT,
         user_agent: str = "clusterhealth",
         max_connections: int = 16,
+        http: transport.Library = "httpx",
         page_size: int = DEFAULT_PAGE_SIZE,
         on_unauthorized: Callable[[], None] | None = None,
         environ: Mapping[str, str] | None = None,
@@ -123,16 +124,20 @@ class ApiClient:
         except proxies.ProxyConfigError as exc:
             raise errors.ConfigError(f"{credentials.source}: {exc}") from exc
 
-        def make_transport() -> transport.HttpTransport:
+        if http not in transport.LIBRARIES:
+            raise ValueError(f"unknown HTTP library {http!r}: one of {transport.LIBRARIES}")
+
+        def make_transport() -> transport.Transport:
             context = credentials.ssl_context()
+            tls = context if not isinstance(context, bool) else None
+            if http == "aiohttp":  # imported only by processes that choose it
+                from clusterhealth_core.kube import aiohttp_transport
+                return aiohttp_transport.AiohttpTransport(
+                    credentials.server, tls, proxy=proxy, max_connections=max_connections,
+                    connect_timeout=timeout, user_agent=user_agent)
             return transport.HttpTransport(
-                credentials.server,
-                context if not isinstance(context, bool) else None,
-                proxy=proxy,
-                max_connections=max_connections,
-                connect_timeout=timeout,
-                user_agent=user_agent,
-            )
+                credentials.server, tls, proxy=proxy, max_connections=max_connections,
+                connect_timeout=timeout, user_agent=user_agent)
 
         self._pool = _Pool(credentials, config.TokenSource(credentials), make_transport,
                            on_unauthorized)

@@ -26,10 +26,15 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Literal, Protocol
 
 import httpx
 
 Headers = Sequence[tuple[str, str]]
+Library = Literal["httpx", "aiohttp"]
+"""The HTTP library under a client: httpx (smaller: the agent) or aiohttp (less CPU a request:
+controllers writing thousands of objects); ``docs/decisions/0004-aiohttp-for-controllers.md``."""
+LIBRARIES: tuple[Library, ...] = ("httpx", "aiohttp")
 
 KEEPALIVE_IDLE = 15
 KEEPALIVE_INTERVAL = 5
@@ -69,7 +74,41 @@ class Proxy:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-def _socket_options() -> list[tuple[int, int, int]]:
+class Streamed(Protocol):
+    """A response whose body is still to be read."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    async def read_all(self) -> bytes:
+        """The rest of the body."""
+
+    def lines(self) -> AsyncIterator[str]:
+        """Each line of the body, every read bounded by the idle timeout."""
+
+
+class Transport(Protocol):
+    """What the client needs of an HTTP library: this module's or ``aiohttp_transport``'s."""
+
+    target: str
+    proxy: Proxy | None
+
+    async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                      headers: Headers = (), body: bytes | None = None,
+                      read_timeout: float | None = 30.0) -> Response:
+        """Send one request and read the whole response."""
+
+    def stream(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+               headers: Headers = (), idle_timeout: float | None = None
+               ) -> contextlib.AbstractAsyncContextManager[Streamed]:
+        """Send a request; the context yields the response with its body still to be read."""
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+
+
+def socket_options() -> list[tuple[int, int, int]]:
+    """Keepalive probes and ``TCP_USER_TIMEOUT`` for every socket to an API server."""
     options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
     for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
                         ("TCP_KEEPCNT", KEEPALIVE_COUNT),
@@ -175,7 +214,7 @@ class HttpTransport:
                                     max_keepalive_connections=max_connections,
                                     keepalive_expiry=POOL_KEEPALIVE_EXPIRY),
                 proxy=httpx.Proxy(proxy.url, headers=list(proxy.headers)) if proxy else None,
-                socket_options=_socket_options(),
+                socket_options=socket_options(),
                 retries=0,
                 trust_env=False,
             ),

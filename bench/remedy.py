@@ -82,6 +82,15 @@ def _ours(env: environment.LocalEnvironment, workers: int) -> list[str]:
 OURS = Implementation("ours", _ours)
 
 
+def _ours_httpx(env: environment.LocalEnvironment, workers: int) -> list[str]:
+    return [*_ours(env, workers), "--http-library", "httpx"]
+
+
+OURS_HTTPX = Implementation("ours-httpx", _ours_httpx)
+"""Our controller on httpx instead of its default aiohttp (decision 0004)."""
+WHO = {"ours": "ours", "ours-httpx": "ours on httpx", "karmada": "Karmada, unthrottled"}
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 15 s; reap."""
     proc.terminate()
@@ -446,7 +455,7 @@ def compare_figures(scale: Scale, workload: Workload, runs: Mapping[str, list[Sc
     limits = SCALE_TARGETS.get(scale.clusters)
     figures: list[report.Figure] = []
     for name, done in runs.items():
-        who = "ours" if name == OURS.name else "Karmada, unthrottled"
+        who = WHO.get(name, name)
         rss = max(r.rss_peak for r in done)
         rss_target = f"<= {limits[2]:g} MiB" if limits and name == OURS.name else "-"
         rss_verdict = ("recorded" if rss_target == "-"
@@ -460,6 +469,11 @@ def compare_figures(scale: Scale, workload: Workload, runs: Mapping[str, list[Sc
             report.Figure(f"{scale.label}: peak RSS, {who}", tuple(r.rss_peak for r in done),
                           "MiB", rss_target, rss_verdict),
         ]
+    if "karmada" in runs and OURS_HTTPX.name in runs:
+        figures.append(_ratio_figure(
+            f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
+            [t for r in runs[OURS_HTTPX.name] for t in r.after_change],
+            [t for r in runs["karmada"] for t in r.after_change], None))
     if "karmada" in runs:
         ours, theirs = runs[OURS.name], runs["karmada"]
         figures += [
@@ -488,8 +502,8 @@ def growth_figures(results: Mapping[int, Mapping[str, list[ScaleRun]]]) -> list[
         growth = statistics.median(after) / statistics.median(before)
         mine = name == OURS.name
         figures.append(report.Figure(
-            f"change convergence {large:,} / {small:,} Clusters, "
-            f"{'ours' if mine else 'Karmada, unthrottled'}", (growth,), "x",
+            f"change convergence {large:,} / {small:,} Clusters, {WHO.get(name, name)}",
+            (growth,), "x",
             f"<= {limit:g}" if mine else "-",
             ("pass" if growth <= limit else "FAIL") if mine else "recorded"))
     return figures
@@ -525,7 +539,9 @@ async def measure_scales(scales: Sequence[Scale], impls: Sequence[Implementation
 async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
                   ) -> list[report.Figure]:
     """Latency on a fresh environment, then every scale (beside Karmada's controller if built)."""
-    impls = (OURS,) if karmada is None else (OURS, _karmada(karmada))
+    impls: tuple[Implementation, ...] = (OURS, OURS_HTTPX) if options.httpx else (OURS,)
+    if karmada is not None:
+        impls += (_karmada(karmada),)
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         figures: list[report.Figure] = []
         if options.flips > 0:
@@ -565,12 +581,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="runs of each controller per scale, alternating (default 2)")
     parser.add_argument("--changes", type=int, default=4,
                         help="edits of the Remedy covering every cluster per run (alternating)")
+    parser.add_argument("--no-httpx", dest="httpx", action="store_false",
+                        help="leave out our controller on httpx (measured by default: "
+                             "decision 0004)")
     parser.add_argument("--karmada-remedy", type=pathlib.Path, default=None,
                         help="Karmada's remedy controller (the peer wrapper binary); default: "
                              "built from --peer")
     parser.add_argument("--peer", type=pathlib.Path, default=takeover.REPO.parent / "shared/peer",
                         help="the peer harness folder (default ../shared/peer)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
+    parser.add_argument("--section", default=SECTION_TITLE,
+                        help="the Markdown section to write (another title keeps this one)")
     options = parser.parse_args(args)
     karmada = karmada_binary(options)
     figures = asyncio.run(measure(options, karmada))
@@ -588,7 +609,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"({options.changes} edits per run, alternating). Before each run every "
             "remedyActions is cleared, so each start begins from the same state. Convergence "
             "is followed with one list and a watch of the Clusters; 4 workers each. Peak RSS "
-            "is the larger of VmHWM and VmRSS sampled every 0.2 s.",
+            "is the larger of VmHWM and VmRSS sampled every 0.2 s. \"ours\" is the "
+            "controller as shipped (aiohttp under its client); \"ours on httpx\" the same "
+            "with --http-library httpx (decision 0004).",
             "Karmada: its remedy controller v1.18.2 (pkg/controllers/remediation, unmodified) "
             "in the peer wrapper of ../shared/peer/remedy, with no client rate limit "
             "(--kube-api-qps 10000) and 4 workers, on the same API server; the two "
@@ -597,8 +620,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
         command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])
-        body = report.section(SECTION_TITLE, figures, notes, command)
-        report.write_section(options.markdown, SECTION_TITLE, body)
+        body = report.section(options.section, figures, notes, command)
+        report.write_section(options.markdown, options.section, body)
     return 0
 
 

@@ -50,6 +50,8 @@ class Figure:
             return f"{value:.2f} s"
         if self.unit == "ms":
             return f"{value:.0f} ms"
+        if self.unit == "x":
+            return f"{value:.2f}x"
         return f"{value:.1f} {self.unit}"
 
 

@@ -28,7 +28,8 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
     controller_settings = controller.ControllerSettings(
         workers=settings.workers, resync_period=settings.resync_period)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-remedy",
-                              max_connections=settings.workers + 4) as api:
+                              max_connections=settings.workers + 4,
+                              http=settings.http_library) as api:
         await runner.check_served(api, [resources.REMEDIES, resources.CLUSTERS], INSTALL_HINT)
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,

@@ -278,7 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Footprint: one agent on one node, leader (it probes, publishes its Node "
             "condition and reports); RSS sampled every 5 s; CPU = (utime+stime) / wall time. "
             "The same agent runs on each HTTP library in turn (httpx as shipped; aiohttp "
-            "through bench/aiohttp_transport.py), alternating, in one environment. Agents "
+            "through clusterhealth_core.kube.aiohttp_transport, swapped in by "
+            "bench/agent_aiohttp.py), alternating, in one environment. Agents "
             "and import figures run in a virtualenv holding only the runtime dependencies "
             "(bench/runtime.py), as the image does.",
         ]

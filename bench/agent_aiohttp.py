@@ -2,16 +2,15 @@
 
 ``python -m bench.agent_aiohttp <agent flags>`` is ``python -m
 clusterhealth_agent <agent flags>`` except that every API connection (and the
-HTTP probe) goes through :class:`bench.aiohttp_transport.AiohttpTransport`.
+HTTP probe) goes through :class:`clusterhealth_core.kube.aiohttp_transport.AiohttpTransport`.
 The swap replaces one module attribute before anything runs: acceptable for
 a benchmark, never done in product code.
 """
 
 from __future__ import annotations
 
-from bench import aiohttp_transport
 from clusterhealth_agent import __main__ as agent_main
-from clusterhealth_core.kube import transport
+from clusterhealth_core.kube import aiohttp_transport, transport
 
 
 def main() -> int:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -121,12 +120,7 @@ class AiohttpTransport:
         connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
     ) -> None:
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.hostname is None:
-            raise ValueError(f"no host in {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        default_port = 443 if parsed.scheme == "https" else 80
-        self.target = f"{parsed.hostname}:{parsed.port or default_port}"
+        self.base_url, self.target = transport.split_base_url(base_url)
         self.proxy = proxy
         self.connect_timeout = connect_timeout
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else False

@@ -183,6 +183,15 @@ class StreamResponse:
             raise _translate(exc, self._target) from exc
 
 
+def split_base_url(base_url: str) -> tuple[str, str]:
+    """``(base URL without a trailing slash, "host:port")``; ValueError without a host."""
+    parsed = urllib.parse.urlsplit(base_url)
+    if parsed.hostname is None:
+        raise ValueError(f"no host in {base_url!r}")
+    default_port = 443 if parsed.scheme == "https" else 80
+    return base_url.rstrip("/"), f"{parsed.hostname}:{parsed.port or default_port}"
+
+
 class HttpTransport:
     """Requests to one ``http(s)://host:port[/prefix]`` through one connection pool."""
 
@@ -196,12 +205,7 @@ class HttpTransport:
         connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
     ) -> None:
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.hostname is None:
-            raise ValueError(f"no host in {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        default_port = 443 if parsed.scheme == "https" else 80
-        self.target = f"{parsed.hostname}:{parsed.port or default_port}"
+        self.base_url, self.target = split_base_url(base_url)
         self.proxy = proxy
         self.connect_timeout = connect_timeout
         self._client = httpx.AsyncClient(

@@ -584,6 +584,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scales", type=lambda text: [Scale.parse(t) for t in text.split(",")],
                         default=[Scale(1000, 100), Scale(5000, 500)],
                         help="CLUSTERSxREMEDIES,... (default 1000x100,5000x500)")
+    parser.add_argument("--clusters", type=int, default=None,
+                        help="one scale of this many Clusters (with --remedies; "
+                             "instead of --scales)")
+    parser.add_argument("--remedies", type=int, default=None,
+                        help="Remedies of the --clusters scale (default: a tenth of them)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="runs of each controller per scale, alternating (default 2)")
     parser.add_argument("--changes", type=int, default=4,
@@ -600,6 +605,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--section", default=SECTION_TITLE,
                         help="the Markdown section to write (another title keeps this one)")
     options = parser.parse_args(args)
+    if options.clusters is not None:
+        remedies = options.remedies or max(2, options.clusters // 10)
+        try:
+            options.scales = [Scale.parse(f"{options.clusters}x{remedies}")]
+        except argparse.ArgumentTypeError as exc:
+            parser.error(str(exc))
+    elif options.remedies is not None:
+        parser.error("--remedies needs --clusters")
     karmada = karmada_binary(options)
     figures = asyncio.run(measure(options, karmada))
     print(report.text_table(figures))

@@ -19,7 +19,6 @@ import asyncio
 import os
 import pathlib
 import random
-import shlex
 import statistics
 import subprocess
 import sys
@@ -283,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "and import figures run in a virtualenv holding only the runtime dependencies "
             "(bench/runtime.py), as the image does.",
         ]
-        command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.agent", *args])
+        command = report.command_line("bench.agent", args)
         body = report.section(SECTION_TITLE, figures, notes, command)
         report.write_section(options.markdown, SECTION_TITLE, body)
     return 0

@@ -26,9 +26,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime
-import os
 import pathlib
-import shlex
 import signal
 import sys
 import tempfile
@@ -242,12 +240,6 @@ def parse_args(argv: Sequence[str]) -> Options:
     return options
 
 
-def command_line(argv: Sequence[str]) -> str:
-    """How this run was started, with the interpreter relative to the working directory."""
-    python = os.path.relpath(sys.executable) if sys.executable else "python"
-    return shlex.join([python, "-m", "bench.election", *argv])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the table, optionally update the Markdown section."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -257,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes:
         print(f"* {note}")
     if options.markdown is not None:
-        body = report.section(SECTION_TITLE, figures, notes, command_line(args))
+        command = report.command_line("bench.election", args)
+        body = report.section(SECTION_TITLE, figures, notes, command)
         report.write_section(options.markdown, SECTION_TITLE, body)
     return 0
 

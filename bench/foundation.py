@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import os
 import pathlib
-import shlex
 import shutil
 import signal
 import statistics
@@ -308,12 +307,6 @@ async def measure(options: Options) -> tuple[list[report.Figure], list[str], str
     return [*figures, cold], notes + cold_notes, None
 
 
-def command_line(argv: Sequence[str]) -> str:
-    """How this run was started, with the interpreter relative to the working directory."""
-    python = os.path.relpath(sys.executable) if sys.executable else "python"
-    return shlex.join([python, "-m", "bench.foundation", *argv])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the table, optionally update the Markdown section."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -325,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failure is not None:
         print(f"cold set-up FAILED: {failure}", file=sys.stderr)
     if options.markdown is not None:
-        body = report.section(SECTION_TITLE, figures, notes, command_line(args))
+        command = report.command_line("bench.foundation", args)
+        body = report.section(SECTION_TITLE, figures, notes, command)
         report.write_section(options.markdown, SECTION_TITLE, body)
     return 1 if failure is not None else 0
 

@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import pathlib
-import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -98,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ConfigMaps of about 1 KiB; time from process start of the client to synced; peak "
             "RSS is VmHWM. The two modes alternate within each trial.",
         ]
-        command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.informer", *args])
+        command = report.command_line("bench.informer", args)
         report.write_section(options.markdown, SECTION_TITLE,
                              report.section(SECTION_TITLE, figures, notes, command))
     return 0

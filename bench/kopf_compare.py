@@ -32,10 +32,8 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib.util
-import os
 import pathlib
 import random
-import shlex
 import signal
 import statistics
 import subprocess
@@ -514,8 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = asyncio.run(measure(options))
     print(text_table(results))
     if ns.markdown is not None:
-        command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.kopf_compare",
-                              *args])
+        command = report.command_line("bench.kopf_compare", args)
         body = "\n".join([
             f"{SECTION_TITLE}\n",
             f"Machine: {report.machine()}.\n",

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import pathlib
-import shlex
 import sys
 import tempfile
 import time
@@ -300,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "every Service is located in all 20; 200 MCIs with one backend each = 200 slots "
             "x 20 clusters x 2 endpoints = 8,000 HAProxy servers. Single trial.",
         ]
-        command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.mci", *args])
+        command = report.command_line("bench.mci", args)
         body = report.section(SECTION_TITLE, figures, notes, command)
         report.write_section(options.markdown, SECTION_TITLE, body)
     return 0

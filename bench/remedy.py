@@ -26,7 +26,6 @@ import asyncio
 import dataclasses
 import os
 import pathlib
-import shlex
 import statistics
 import subprocess
 import sys
@@ -639,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if karmada is not None else
             "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
-        command = shlex.join([os.path.relpath(sys.executable), "-m", "bench.remedy", *args])
+        command = report.command_line("bench.remedy", args)
         body = report.section(options.section, figures, notes, command)
         report.write_section(options.markdown, options.section, body)
     return 0

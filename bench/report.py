@@ -11,7 +11,9 @@ import datetime
 import os
 import pathlib
 import platform
+import shlex
 import statistics
+import sys
 from collections.abc import Sequence
 
 COLUMNS = ("figure", "trials", "median", "min", "max", "target", "verdict")
@@ -102,6 +104,12 @@ def machine() -> str:
         f"{cpus} CPUs ({_cpu_model()}), {_memory_gib():.1f} GiB RAM, "
         f"Linux {platform.release()}, Python {platform.python_version()}, {today}"
     )
+
+
+def command_line(module: str, argv: Sequence[str]) -> str:
+    """How a benchmark run was started, with the interpreter relative to the working directory."""
+    python = os.path.relpath(sys.executable) if sys.executable else "python"
+    return shlex.join([python, "-m", module, *argv])
 
 
 def section(title: str, figures: Sequence[Figure], notes: Sequence[str], command: str) -> str:

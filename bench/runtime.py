@@ -4,8 +4,8 @@ The development virtualenv holds test and lint tools; some of them change
 what the product imports (httpx loads its command-line front end, with
 ``rich`` and ``click``, when those happen to be installed: about 6 MiB).
 Memory is measured as it ships: a virtualenv with the project's runtime
-dependencies from ``pyproject.toml`` (plus aiohttp, which the aiohttp variant
-of the agent needs), running the sources through ``PYTHONPATH``.  It is made
+dependencies from ``pyproject.toml`` (aiohttp, which the agent's aiohttp
+variant needs, is one of them), running the sources through ``PYTHONPATH``.  It is made
 once per set of dependencies and cached beside the binaries.
 """
 
@@ -20,7 +20,7 @@ import tomllib
 
 from bench import takeover
 
-EXTRA = ("aiohttp>=3.9",)
+EXTRA: tuple[str, ...] = ()
 
 
 def _cache() -> pathlib.Path:

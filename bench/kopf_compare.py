@@ -45,7 +45,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from bench import remedy, report, runtime, takeover
+from bench import remedy, remedy_workload, report, runtime, takeover
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment
@@ -127,10 +127,10 @@ class Probe:
 
     async def create(self) -> None:
         """The Cluster (DNS True: no action) and its Remedy."""
-        await self.api.create(resources.CLUSTERS, remedy.cluster_obj(self.name))
-        await remedy.set_condition(self.api, self.name, "True")
-        await self.api.create(resources.REMEDIES, remedy.remedy_obj(
-            self.name, [self.name], (remedy.DNS, "Equal", "False")))
+        await self.api.create(resources.CLUSTERS, remedy_workload.cluster_obj(self.name))
+        await remedy_workload.set_condition(self.api, self.name, "True")
+        await self.api.create(resources.REMEDIES, remedy_workload.remedy_obj(
+            self.name, [self.name], (remedy_workload.DNS, "Equal", "False")))
 
     async def follow(self) -> None:
         """Queue every remedyActions the Cluster shows (run as a task)."""
@@ -143,17 +143,17 @@ class Probe:
                     rv = event.object["metadata"].get("resourceVersion", rv)
                     if event.type != "BOOKMARK":
                         self.seen.put_nowait((time.monotonic(),
-                                              remedy.actions_of(event.object)))
+                                              remedy_workload.actions_of(event.object)))
 
     async def flip(self, raise_tc: bool) -> None:
         """Write the condition that raises (or clears) TrafficControl."""
         while not self.seen.empty():
             self.seen.get_nowait()
-        await remedy.set_condition(self.api, self.name, "False" if raise_tc else "True")
+        await remedy_workload.set_condition(self.api, self.name, "False" if raise_tc else "True")
 
     async def reacted(self, raise_tc: bool, timeout: float) -> float | None:
         """The monotonic time the expected actions were seen, None after ``timeout``."""
-        wanted = tuple(remedy.TC) if raise_tc else ()
+        wanted = tuple(remedy_workload.TC) if raise_tc else ()
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -336,7 +336,7 @@ class Results:
     latency: dict[str, list[list[float]]]
     """Implementation -> blocks of flip latencies (ms)."""
     scale: dict[str, list[remedy.ScaleRun]]
-    workload: remedy.Workload
+    workload: remedy_workload.Workload
     election: dict[str, Election]
 
 
@@ -442,7 +442,7 @@ async def measure(options: Options) -> Results:
                                       f"({per_block} flips)")
                     latency[impl.name].append(await remedy.latency_samples(
                         env, impl, per_block, tmp, tag=f"lat-{impl.name}-{block}"))
-            workload = remedy.Workload.build(options.clusters, options.remedies)
+            workload = remedy_workload.Workload.build(options.clusters, options.remedies)
             takeover.progress(f"creating {workload.label}")
             async with env.client(max_connections=16) as api:
                 await workload.create(api)

@@ -32,18 +32,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from bench import remedy_workload as workloads
 from bench import report, runtime, takeover
-from clusterhealth_core.api import remedy as remedy_api
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import binaries, conditions, environment
-from clusterhealth_remedy import decision
+from clusterhealth_localenv import binaries, environment
 
 SECTION_TITLE = "## Remedy controller (issues 4 and 13)"
-DNS = "ServiceDomainNameResolutionReady"
-TC = ["TrafficControl"]
 TARGET_CLUSTERS = 1000
 """The scale the issue's convergence target (< 10 s) is stated for."""
 RSS_PERIOD = 0.2
@@ -87,7 +83,17 @@ def _ours_httpx(env: environment.LocalEnvironment, workers: int) -> list[str]:
 
 OURS_HTTPX = Implementation("ours-httpx", _ours_httpx)
 """Our controller on httpx instead of its default aiohttp (decision 0004)."""
-WHO = {"ours": "ours", "ours-httpx": "ours on httpx", "karmada": "Karmada, unthrottled"}
+
+
+def _bare(env: environment.LocalEnvironment, workers: int) -> list[str]:
+    return [runtime.python(), "-m", "bench.bare_writes", "--kubeconfig", str(env.kubeconfig()),
+            "--workers", str(workers)]
+
+
+BARE = Implementation("bare", _bare)
+"""The controller's writes with no controller (``bench.bare_writes``): the API server's floor."""
+WHO = {"ours": "ours", "ours-httpx": "ours on httpx", "karmada": "Karmada, unthrottled",
+       "bare": "bare writes (floor)"}
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -117,55 +123,6 @@ async def _sample_rss(pid: int, samples: list[float]) -> None:
         await asyncio.sleep(RSS_PERIOD)
 
 
-# --- objects ----------------------------------------------------------------------------
-
-def cluster_obj(name: str) -> dict[str, Any]:
-    """A Cluster (never reached: the controllers read only its conditions)."""
-    return {"apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-            "metadata": {"name": name},
-            "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}}
-
-
-async def set_condition(api: kube.ApiClient, cluster: str, value: str) -> None:
-    """Write the DNS condition as the agent does, through its status writer.
-
-    One server-side apply where conditions are a list-map, a guarded
-    read-modify-write where they are atomic (Karmada's Cluster API).
-    """
-    await conditions.set_condition(api, cluster, DNS, value, manager="bench-agent",
-                                   reason="Bench", message=value,
-                                   transition="2026-01-01T00:00:00Z")
-
-
-def remedy_obj(name: str, clusters: Sequence[str] | None, match: tuple[str, str, str]
-               ) -> dict[str, Any]:
-    """A TrafficControl Remedy with one condition match (no affinity: every cluster)."""
-    spec: dict[str, Any] = {"actions": TC, "decisionMatches": [{"clusterConditionMatch": {
-        "conditionType": match[0], "operator": match[1], "conditionStatus": match[2]}}]}
-    if clusters is not None:
-        spec["clusterAffinity"] = {"clusterNames": list(clusters)}
-    return {"apiVersion": resources.REMEDIES.api_version, "kind": "Remedy",
-            "metadata": {"name": name}, "spec": spec}
-
-
-def actions_of(obj: dict[str, Any]) -> tuple[str, ...]:
-    """``status.remedyActions`` of a Cluster."""
-    return tuple((obj.get("status") or {}).get("remedyActions") or [])
-
-
-async def bounded(jobs: Sequence[Any], limit: int = 16) -> None:
-    """Await coroutines, ``limit`` at a time."""
-    gate = asyncio.Semaphore(limit)
-
-    async def run(job: Any) -> None:
-        async with gate:
-            await job
-
-    await asyncio.gather(*(run(job) for job in jobs))
-
-
-# --- reaction latency ---------------------------------------------------------------------
-
 def percentile(samples: Sequence[float], q: float) -> float:
     """The nearest-rank percentile (``q`` in 0..1)."""
     ordered = sorted(samples)
@@ -183,9 +140,10 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
     raising and clearing TrafficControl.
     """
     async with env.client() as api:
-        await api.create(resources.CLUSTERS, cluster_obj(tag))
-        await set_condition(api, tag, "True")
-        await api.create(resources.REMEDIES, remedy_obj(tag, [tag], (DNS, "Equal", "False")))
+        await api.create(resources.CLUSTERS, workloads.cluster_obj(tag))
+        await workloads.set_condition(api, tag, "True")
+        await api.create(resources.REMEDIES, workloads.remedy_obj(
+            tag, [tag], (workloads.DNS, "Equal", "False")))
         ctrl = impl.start(env, workers, tmp / f"{impl.name}-{tag}.log")
         seen: asyncio.Queue[tuple[float, list[str]]] = asyncio.Queue()
 
@@ -196,14 +154,14 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
                                                  field_selector=f"metadata.name={tag}"):
                     if event.type == "BOOKMARK":
                         continue  # no status: it would read as "no actions"
-                    seen.put_nowait((time.monotonic(), list(actions_of(event.object))))
+                    seen.put_nowait((time.monotonic(), list(workloads.actions_of(event.object))))
 
         async def flip(raise_tc: bool, timeout: float) -> float:
-            wanted = TC if raise_tc else []
+            wanted = workloads.TC if raise_tc else []
             while not seen.empty():
                 seen.get_nowait()
             started = time.monotonic()
-            await set_condition(api, tag, "False" if raise_tc else "True")
+            await workloads.set_condition(api, tag, "False" if raise_tc else "True")
             async with asyncio.timeout(timeout):
                 while True:
                     at, actions = await seen.get()
@@ -236,79 +194,6 @@ def latency_figure(samples: Sequence[float]) -> report.Figure:
 
 # --- scale ------------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class Workload:
-    """N Clusters and M Remedies: M-1 name a group of Clusters each, one covers every Cluster.
-
-    The named Remedies match DNS=False (every 7th Cluster is False); the one
-    covering every Cluster (``scale-all``, last) at first matches nothing, and
-    its changed spec (DNS NotEqual Unknown) matches every Cluster.
-    """
-
-    clusters: tuple[str, ...]
-    conditions: dict[str, str]
-    remedies: tuple[dict[str, Any], ...]
-    changed: dict[str, Any]
-    group: int
-
-    @classmethod
-    def build(cls, n_clusters: int, n_remedies: int) -> Workload:
-        """The workload for ``n_clusters`` Clusters and ``n_remedies`` Remedies."""
-        clusters = tuple(f"scale-{i:04d}" for i in range(n_clusters))
-        conditions = {c: ("False" if i % 7 == 0 else "True") for i, c in enumerate(clusters)}
-        group = max(1, n_clusters // max(1, n_remedies - 1))
-        remedies = [remedy_obj(f"scale-{i:03d}", clusters[i * group:(i + 1) * group],
-                               (DNS, "Equal", "False")) for i in range(n_remedies - 1)]
-        remedies.append(remedy_obj("scale-all", None, ("Ready", "Equal", "False")))
-        changed = dict(remedies[-1])
-        changed["spec"] = {**changed["spec"], "decisionMatches": [{"clusterConditionMatch": {
-            "conditionType": DNS, "operator": "NotEqual", "conditionStatus": "Unknown"}}]}
-        return cls(clusters, conditions, tuple(remedies), changed, group)
-
-    def decisions(self, changed: bool) -> dict[str, decision.Decision]:
-        """Every Cluster's decision with the base or the changed ``scale-all``."""
-        bodies = [*self.remedies[:-1], self.changed if changed else self.remedies[-1]]
-        parsed = [remedy_api.Remedy.from_dict(r) for r in bodies]
-        return {c: decision.decide(c, {DNS: self.conditions[c]}, parsed) for c in self.clusters}
-
-    def expected(self, changed: bool) -> dict[str, tuple[str, ...]]:
-        """Every Cluster's remedyActions with the base or the changed ``scale-all``."""
-        return {c: d.actions for c, d in self.decisions(changed).items()}
-
-    @property
-    def writes(self) -> int:
-        """How many Clusters' owned status differs between the base and the change."""
-        base, changed = self.decisions(False), self.decisions(True)
-        return sum(decision.status_patch(base[c]) != decision.status_patch(changed[c])
-                   for c in self.clusters)
-
-    @property
-    def label(self) -> str:
-        """``1,000 Clusters, 100 Remedies``."""
-        return f"{len(self.clusters):,} Clusters, {len(self.remedies):,} Remedies"
-
-    async def create(self, api: kube.ApiClient) -> None:
-        """Create the Clusters (with their condition) and the Remedies."""
-        await bounded([api.create(resources.CLUSTERS, cluster_obj(c)) for c in self.clusters])
-        await bounded([set_condition(api, c, self.conditions[c]) for c in self.clusters])
-        await bounded([api.create(resources.REMEDIES, r) for r in self.remedies])
-
-    async def reset(self, api: kube.ApiClient) -> None:
-        """Back to the state before any controller ran: no remedyActions, base ``scale-all``.
-
-        Every start then begins from the same state (the DNS=False Clusters a
-        Remedy names need a write), whichever controller ran before.
-        """
-        await api.patch(resources.REMEDIES, "scale-all", {"spec": self.remedies[-1]["spec"]})
-        listing = await api.list(resources.CLUSTERS)
-        dirty = [i["metadata"]["name"] for i in listing["items"]
-                 if i["metadata"]["name"] in self.conditions
-                 and (i.get("status") or {}).keys() & {"remedyActions", "remedyActionSources"}]
-        await bounded([api.patch(resources.CLUSTERS, name, {"status": {
-            "remedyActions": None, "remedyActionSources": None}}, subresource="status")
-            for name in dirty])
-
-
 async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...]],
                          started: float) -> float:
     """Return the seconds since ``started`` until every Cluster has the expected actions.
@@ -317,7 +202,7 @@ async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...
     distort the figure.
     """
     listing = await api.list(resources.CLUSTERS)
-    have = {i["metadata"]["name"]: actions_of(i) for i in listing["items"]}
+    have = {i["metadata"]["name"]: workloads.actions_of(i) for i in listing["items"]}
     wrong = {n for n, want in expected.items() if have.get(n) != want}
     version = listing["metadata"]["resourceVersion"]
     async with asyncio.timeout(300):
@@ -329,7 +214,7 @@ async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...
                     continue  # only metadata.resourceVersion: no name, no status
                 name = event.object["metadata"]["name"]
                 if name in expected:
-                    if actions_of(event.object) == expected[name]:
+                    if workloads.actions_of(event.object) == expected[name]:
                         wrong.discard(name)
                     else:
                         wrong.add(name)
@@ -348,7 +233,7 @@ class ScaleRun:
     """MiB: the larger of VmHWM and the VmRSS samples."""
 
 
-async def scale_run(env: environment.LocalEnvironment, workload: Workload,
+async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workload,
                     impl: Implementation, tmp: pathlib.Path, changes: int, workers: int = 4
                     ) -> ScaleRun:
     """Reset, start the controller, converge; then ``changes`` edits of ``scale-all``.
@@ -382,7 +267,7 @@ async def scale_run(env: environment.LocalEnvironment, workload: Workload,
     return ScaleRun(after_start, tuple(after_change), max([hwm, *samples]))
 
 
-def scale_figures(workload: Workload, run: ScaleRun) -> list[report.Figure]:
+def scale_figures(workload: workloads.Workload, run: ScaleRun) -> list[report.Figure]:
     """The scale figures of one run of one controller (``bench.kopf_compare`` uses them)."""
     # the issue's target is for 1,000 clusters; other scales are recorded only
     target, verdict = ("< 10 s", "pass" if max(run.after_change) < 10 else "FAIL") \
@@ -450,8 +335,8 @@ def _ratio_figure(name: str, ours: Sequence[float], theirs: Sequence[float],
                          verdict)
 
 
-def compare_figures(scale: Scale, workload: Workload, runs: Mapping[str, list[ScaleRun]]
-                    ) -> list[report.Figure]:
+def compare_figures(scale: Scale, workload: workloads.Workload,
+                    runs: Mapping[str, list[ScaleRun]]) -> list[report.Figure]:
     """Per scale: each controller's convergence and memory, and ours against Karmada's."""
     limits = SCALE_TARGETS.get(scale.clusters)
     figures: list[report.Figure] = []
@@ -480,6 +365,11 @@ def compare_figures(scale: Scale, workload: Workload, runs: Mapping[str, list[Sc
             f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
             [t for r in runs[OURS_HTTPX.name] for t in r.after_change],
             [t for r in runs["karmada"] for t in r.after_change], None))
+    if BARE.name in runs:
+        figures.append(_ratio_figure(
+            f"{scale.label}: change convergence, ours / bare writes (medians)",
+            [t for r in runs[OURS.name] for t in r.after_change],
+            [t for r in runs[BARE.name] for t in r.after_change], None))
     if "karmada" in runs:
         ours, theirs = runs[OURS.name], runs["karmada"]
         figures += [
@@ -523,7 +413,7 @@ async def measure_scales(scales: Sequence[Scale], impls: Sequence[Implementation
     results: dict[int, dict[str, list[ScaleRun]]] = {}
     for scale in scales:
         async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
-            workload = Workload.build(scale.clusters, scale.remedies)
+            workload = workloads.Workload.build(scale.clusters, scale.remedies)
             takeover.progress(f"creating {workload.label}")
             async with env.client(max_connections=16) as api:
                 await workload.create(api)
@@ -546,6 +436,8 @@ async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
                   ) -> list[report.Figure]:
     """Latency on a fresh environment, then every scale (beside Karmada's controller if built)."""
     impls: tuple[Implementation, ...] = (OURS, OURS_HTTPX) if options.httpx else (OURS,)
+    if options.floor:
+        impls += (BARE,)
     if karmada is not None:
         impls += (_karmada(karmada),)
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
@@ -595,6 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-httpx", dest="httpx", action="store_false",
                         help="leave out our controller on httpx (measured by default: "
                              "decision 0004)")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="leave out the bare writes (bench.bare_writes: the same Cluster "
+                             "writes with no controller, the API server's floor)")
     parser.add_argument("--karmada-remedy", type=pathlib.Path, default=None,
                         help="Karmada's remedy controller (the peer wrapper binary); default: "
                              "built from --peer")

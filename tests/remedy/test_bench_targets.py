@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from bench import remedy, report
+from bench import remedy, remedy_workload, report
 
 
 def run(start: float, changes: tuple[float, ...], rss: float) -> remedy.ScaleRun:
@@ -28,7 +28,7 @@ def verdicts(figures: list[report.Figure]) -> dict[str, str]:
 ])
 def test_5000_targets(ours: remedy.ScaleRun, karmada: remedy.ScaleRun,
                       expected: dict[str, str]) -> None:
-    workload = remedy.Workload.build(70, 8)  # only its label and write count are used
+    workload = remedy_workload.Workload.build(70, 8)  # only its label and write count are used
     found = verdicts(remedy.compare_figures(remedy.Scale(5000, 500), workload,
                                             {"ours": [ours], "karmada": [karmada]}))
     assert {k: found[k] for k in expected} == expected

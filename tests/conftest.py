@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from clusterhealth_core.kube import client as kube
-from clusterhealth_localenv import environment
+from clusterhealth_localenv import environment, workloads
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -41,6 +41,19 @@ async def audited_env() -> AsyncIterator[environment.LocalEnvironment]:
     traffic and tests loading thousands of objects do not slow the others.
     """
     config = environment.EnvironmentConfig(members=("member2",), audit=True)
+    async with environment.LocalEnvironment(config) as local:
+        yield local
+
+
+@pytest.fixture(scope="session")
+async def workload_env() -> AsyncIterator[environment.LocalEnvironment]:
+    """Members that run workloads: kube-controller-manager, kube-scheduler and kwok each.
+
+    Two simulated Nodes per member (:mod:`clusterhealth_localenv.workloads`), so
+    a Deployment created in a member gets Pods that become Running and Ready.
+    """
+    config = environment.EnvironmentConfig(members=("member1", "member2"),
+                                           workloads=workloads.WorkloadSettings())
     async with environment.LocalEnvironment(config) as local:
         yield local
 

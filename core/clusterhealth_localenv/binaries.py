@@ -35,10 +35,11 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 KUBERNETES_VERSION = "v1.34.4"
 HELM_VERSION = "v3.19.5"
+KWOK_VERSION = "v0.8.0"
 KARMADA_VERSION = "v1.18.2"
 KARMADA_MODULE = "github.com/karmada-io/karmada"
 KARMADA_CRD_SOURCE = "charts/karmada/_crds/bases"
@@ -63,6 +64,16 @@ class Binaries:
 
     kube_apiserver: pathlib.Path
     etcd: pathlib.Path
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadBinaries:
+    """What a member that runs workloads needs beside its API server and etcd."""
+
+    kube_controller_manager: pathlib.Path
+    kube_scheduler: pathlib.Path
+    kwok: pathlib.Path
+    """Simulated kubelets: Nodes and Pods without containers (``sigs.k8s.io/kwok``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,25 +195,27 @@ def _version_ldflags(version: str) -> str:
     )
 
 
-def _build_kubernetes(version: str, out_dir: pathlib.Path) -> None:
+def _build_kubernetes(version: str, out_dir: pathlib.Path,
+                      outputs: Sequence[tuple[str, str]]) -> None:
+    """Build ``(binary, Go package)`` pairs of Kubernetes ``version`` into ``out_dir``.
+
+    Packages of ``k8s.io/kubernetes`` get the release stamped in (``/version``).
+    """
     go = go_tool()
     upstream = _fetch_mod("k8s.io/kubernetes", version)
     with tempfile.TemporaryDirectory(prefix="clusterhealth-kubebuild-") as tmp:
         work = pathlib.Path(tmp)
         (work / "go.mod").write_text(kubernetes_gomod(version, upstream))
+        imports = "".join(f'\t_ "{package}"\n' for _, package in outputs)
         (work / "tools.go").write_text(
-            "//go:build tools\n\npackage tools\n\nimport (\n"
-            '\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n'
-            '\t_ "go.etcd.io/etcd/server/v3"\n)\n'
-        )
+            f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
         _run([go, "mod", "tidy"], work, f"k8s.io/kubernetes {version} go.mod", _MOD_FLAGS)
         partial = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        for output, package, ldflags in (
-            ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", _version_ldflags(version)),
-            ("etcd", "go.etcd.io/etcd/server/v3", ""),
-        ):
+        for output, package in outputs:
+            ldflags = _version_ldflags(version) if package.startswith("k8s.io/kubernetes/") \
+                else ""
             _run(
                 [go, "build", "-trimpath", f"-ldflags=-s -w {ldflags}".strip(),
                  "-o", str(partial / output), package],
@@ -233,8 +246,36 @@ def ensure_kubernetes(version: str = KUBERNETES_VERSION) -> Binaries:
     with _build_lock(out_dir.name):
         if not (binaries.kube_apiserver.exists() and binaries.etcd.exists()):
             out_dir.parent.mkdir(parents=True, exist_ok=True)
-            _build_kubernetes(version, out_dir)
+            _build_kubernetes(version, out_dir, (
+                ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+                ("etcd", "go.etcd.io/etcd/server/v3"),
+            ))
     return binaries
+
+
+def ensure_workload_parts(version: str = KUBERNETES_VERSION,
+                          kwok_version: str = KWOK_VERSION) -> WorkloadBinaries:
+    """Return cached ``kube-controller-manager``, ``kube-scheduler`` and ``kwok``.
+
+    What a member that runs workloads needs beside its API server: the first
+    two built from ``k8s.io/kubernetes`` at the API server's version, kwok
+    (simulated kubelets) with ``go install`` from the module proxy.
+    """
+    out_dir = cache_root() / "bin" / f"kubernetes-{version}-workloads"
+    kwok = cache_root() / "bin" / f"kwok-{kwok_version}" / "kwok"
+    parts = WorkloadBinaries(out_dir / "kube-controller-manager", out_dir / "kube-scheduler",
+                             kwok)
+    if not (parts.kube_controller_manager.exists() and parts.kube_scheduler.exists()):
+        with _build_lock(out_dir.name):
+            if not (parts.kube_controller_manager.exists() and parts.kube_scheduler.exists()):
+                out_dir.parent.mkdir(parents=True, exist_ok=True)
+                _build_kubernetes(version, out_dir, (
+                    ("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+                    ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+                ))
+    if not kwok.exists():
+        _go_install(f"sigs.k8s.io/kwok/cmd/kwok@{kwok_version}", kwok)
+    return parts
 
 
 def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
@@ -270,23 +311,25 @@ def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
     return binary
 
 
+def _go_install(package: str, binary: pathlib.Path) -> None:
+    """``go install package@version`` once, the result moved to ``binary``."""
+    go = go_tool()
+    with _build_lock(binary.parent.name), \
+            tempfile.TemporaryDirectory(prefix="clusterhealth-goinstall-") as tmp:
+        if binary.exists():
+            return
+        gobin = pathlib.Path(tmp) / "bin"
+        _run([go, "install", "-trimpath", "-ldflags=-s -w", package],
+             pathlib.Path(tmp), package, "-buildvcs=false", gobin=gobin)
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(gobin / binary.name), binary)
+
+
 def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
     """Return a cached ``helm`` binary, building it from the Go module proxy."""
     helm = cache_root() / "bin" / f"helm-{version}" / "helm"
-    if helm.exists():
-        return helm
-    go = go_tool()
-    with _build_lock(f"helm-{version}"), \
-            tempfile.TemporaryDirectory(prefix="clusterhealth-helmbuild-") as tmp:
-        if helm.exists():
-            return helm
-        gobin = pathlib.Path(tmp) / "bin"
-        _run(
-            [go, "install", "-trimpath", "-ldflags=-s -w", f"helm.sh/helm/v3/cmd/helm@{version}"],
-            pathlib.Path(tmp), f"helm {version}", "-buildvcs=false", gobin=gobin,
-        )
-        helm.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(gobin / "helm"), helm)
+    if not helm.exists():
+        _go_install(f"helm.sh/helm/v3/cmd/helm@{version}", helm)
     return helm
 
 
@@ -436,6 +479,7 @@ def main() -> int:
         binaries = ensure_kubernetes()
         helm = ensure_helm()
         karmada = ensure_karmada()
+        workloads = ensure_workload_parts()
     except ProvisionError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1
@@ -445,6 +489,9 @@ def main() -> int:
     print(f"karmada:        {karmada.aggregated_apiserver}")
     print(f"                {karmada.controller_manager}")
     print(f"karmada CRDs:   {karmada.crd_dir}")
+    print(f"kube-controller-manager: {workloads.kube_controller_manager}")
+    print(f"kube-scheduler: {workloads.kube_scheduler}")
+    print(f"kwok:           {workloads.kwok}")
     return 0
 
 

@@ -40,7 +40,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config as kubecfg
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import binaries as bins
-from clusterhealth_localenv import karmada, pki, processes
+from clusterhealth_localenv import karmada, pki, processes, workloads
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,9 @@ class EnvironmentConfig:
     karmada: karmada.KarmadaSettings = dataclasses.field(
         default_factory=karmada.KarmadaSettings)
     """How Karmada's parts run in Karmada mode."""
+    workloads: workloads.WorkloadSettings | None = None
+    """Members that run workloads (a controller manager, a scheduler and kwok's simulated
+    Nodes each, see :mod:`.workloads`); None: bare API servers."""
 
 
 class LocalEnvironment:
@@ -123,6 +126,8 @@ class LocalEnvironment:
         self.karmada: karmada.KarmadaControlPlane | None = None
         """Karmada's processes, in Karmada mode (after :meth:`start`)."""
         self._front_proxy: karmada.FrontProxy | None = None
+        self.workloads: dict[str, workloads.MemberWorkloads] = {}
+        """Per member, what runs its workloads (with ``EnvironmentConfig.workloads``)."""
 
     # --- lifecycle -------------------------------------------------------
 
@@ -151,6 +156,11 @@ class LocalEnvironment:
             self.binaries = await asyncio.to_thread(
                 bins.ensure_kubernetes, self.config.kubernetes_version
             )
+        parts: asyncio.Task[bins.WorkloadBinaries] | None = None
+        if self.config.workloads is not None and self.config.members:
+            parts = asyncio.create_task(asyncio.to_thread(
+                bins.ensure_workload_parts, self.config.kubernetes_version,
+                self.config.workloads.kwok_version))
         (self.workdir / "ca.crt").write_bytes(self.ca.cert_pem)
         await self._start_etcd()
         names = [CONTROL_PLANE, *self.config.members]
@@ -164,6 +174,8 @@ class LocalEnvironment:
             await self._install_crds(crd_files.load_crds())
         else:
             await self._start_karmada(karmada_binaries)
+        if parts is not None:
+            await self._start_workloads(await parts)
         await self._register_members()
         if self.karmada is not None:
             await self.karmada.start_controller_manager()
@@ -175,6 +187,7 @@ class LocalEnvironment:
         """Stop every process; remove the work directory if this object made it."""
         if self.karmada is not None:
             await self.karmada.stop()
+        await asyncio.gather(*(w.stop() for w in self.workloads.values()))
         await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
         if self.etcd is not None:
             await self.etcd.stop()
@@ -257,6 +270,28 @@ class LocalEnvironment:
         )
         async with self.client() as api:
             await self.karmada.register(api)
+
+    async def _start_workloads(self, parts: bins.WorkloadBinaries) -> None:
+        """Per member: controller manager, scheduler, kwok; wait for them and the Nodes."""
+        settings = self.config.workloads
+        assert settings is not None
+        names = [CONTROL_PLANE, *self.config.members]
+        for member in self.config.members:
+            server = self.servers[member]
+            runner = workloads.MemberWorkloads(
+                member, names.index(member), settings, parts, server.directory / "workloads",
+                server.kubeconfig, self.ca, self.workdir / "logs")
+            runner.prepare()
+            runner.start()
+            self.workloads[member] = runner
+
+        async def ready(member: str) -> None:
+            async with self.client(member) as api:
+                context = self.servers[member].credentials().ssl_context()
+                assert isinstance(context, ssl.SSLContext)
+                await self.workloads[member].wait_ready(api, context, self.config.start_timeout)
+
+        await asyncio.gather(*(ready(m) for m in self.config.members))
 
     async def _start_etcd(self) -> None:
         assert self.binaries is not None

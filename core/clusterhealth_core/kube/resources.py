@@ -55,12 +55,14 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 ENDPOINT_SLICES = Resource(
     "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True
 )
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
     namespaced=False,

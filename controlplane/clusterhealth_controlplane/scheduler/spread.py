@@ -23,8 +23,8 @@ provider, and only that one groups (Karmada ignores zone and provider beside reg
 
 Constraints are checked as Karmada's admission webhook checks them (``minGroups`` 0
 means 1, a group field needs a cluster constraint, one constraint per field), and in
-addition ``maxGroups`` must be set and not below ``minGroups``: :class:`~.errors.
-ContradictorySpread` says which limits contradict each other.
+addition ``maxGroups`` must be set and not below ``minGroups``;
+:class:`~.errors.ContradictorySpread` says which limits contradict each other.
 """
 
 from __future__ import annotations
@@ -165,17 +165,21 @@ def _group_score_divided(
     return target * WEIGHT_UNIT + score // count
 
 
-@dataclasses.dataclass
-class _Group:
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A group of clusters (a region, zone or provider) as :func:`select_groups` weighs it."""
+
     name: str
-    value: int  # clusters in the group
-    weight: int  # the group's score
+    value: int
+    """How many feasible clusters the group has."""
+    weight: int
+    """The group's score (``calcGroupScore``)."""
 
 
 @dataclasses.dataclass
 class _Path:
     id: int
-    groups: list[_Group]
+    groups: list[Group]
     weight: int
     value: int
 
@@ -189,8 +193,8 @@ class _Path:
 
 
 def select_groups(
-    groups: Sequence[_Group], minimum: int, maximum: int, target: int
-) -> list[_Group]:
+    groups: Sequence[Group], minimum: int, maximum: int, target: int
+) -> list[Group]:
     """Karmada's ``selectGroups``: the best combination of minimum..maximum groups.
 
     A combination is feasible when its groups hold at least ``target`` clusters. The
@@ -201,7 +205,7 @@ def select_groups(
         return []
     ordered = sorted(groups, key=lambda g: (g.value, -g.weight, g.name))
     paths: list[_Path] = []
-    current: list[_Group] = []
+    current: list[Group] = []
     counter = 0
 
     def search(total: int, begin: int) -> None:
@@ -297,7 +301,7 @@ def _select_by_group(
             weight = _group_score_divided(
                 clusters, replicas, constraint.minimum, cluster_constraint.minimum
             )
-        groups.append(_Group(name, len(clusters), weight))
+        groups.append(Group(name, len(clusters), weight))
     chosen = select_groups(
         groups, constraint.minimum, constraint.max_groups, cluster_constraint.minimum
     )

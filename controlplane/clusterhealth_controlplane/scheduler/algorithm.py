@@ -192,7 +192,11 @@ def schedule(
             workload=binding.is_workload,
         )
     except errors.ScheduleError as error:
-        return Unschedulable(error.reason, str(error), filtered, error)
+        message = str(error)
+        if filtered:
+            reasons = ", ".join(f"{name} {why}" for name, why in sorted(filtered.items()))
+            message = f"{message} (not fitting: {reasons})"
+        return Unschedulable(error.reason, message, filtered, error)
     return Scheduled(
         targets=targets,
         selected=tuple(c.name for c in selected),

@@ -247,7 +247,8 @@ def _select_by_cluster(
 ) -> list[ScoredCluster]:
     if len(ranked) < constraint.minimum:
         raise errors.SpreadUnsatisfiable(
-            f"{len(ranked)} feasible clusters, fewer than the spread constraint's "
+            f"{len(ranked)} feasible cluster{'' if len(ranked) == 1 else 's'}, fewer than "
+            "the spread constraint's "
             f"minGroups {constraint.minimum}"
         )
     count = min(len(ranked), constraint.max_groups)

@@ -236,6 +236,8 @@ def dynamic(
 ) -> tuple[TargetCluster, ...]:
     """Divide by available replicas (DynamicWeight) or onto few clusters (Aggregated).
 
+    ``candidates`` come in the selection's rank order and ``previous`` in the binding's
+    ``spec.clusters`` order: Aggregated breaks ties between equal capacities by them.
     Raises :class:`~.errors.NotEnoughReplicas` when the clusters cannot take them.
     """
     if strategy not in (Strategy.DYNAMIC_WEIGHT, Strategy.AGGREGATED):

@@ -179,9 +179,10 @@ class PlacementView:
 class BindingView:
     """What the scheduler reads from a (Cluster)ResourceBinding.
 
-    ``evicting_from`` holds the ``fromCluster`` of its graceful eviction tasks; ``uid``
-    breaks ties in the Webster method as Karmada does; ``has_replica_requirements`` makes
-    a binding with 0 replicas still a workload.
+    ``clusters`` is ``spec.clusters`` in its order; ``evicting_from`` holds the
+    ``fromCluster`` of its graceful eviction tasks; ``uid`` is the resource template's UID
+    (``spec.resource.uid``), which breaks ties in the Webster method as Karmada does;
+    ``has_replica_requirements`` makes a binding with 0 replicas still a workload.
     """
 
     api_version: str

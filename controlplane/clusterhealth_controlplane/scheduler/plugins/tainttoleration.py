@@ -1,0 +1,37 @@
+"""TaintToleration filter: NoSchedule and NoExecute taints must be tolerated by the placement.
+
+Karmada's ``tainttoleration`` plugin: a cluster already in the binding's result passes
+whatever its taints (the taint manager, not the scheduler, evicts from it after the
+toleration period); any other cluster must have every NoSchedule and NoExecute taint
+tolerated (PreferNoSchedule is ignored, as is ``tolerationSeconds``).
+"""
+
+from __future__ import annotations
+
+from clusterhealth_controlplane.scheduler import framework, selectors
+
+NAME = "TaintToleration"
+"""The plugin's name in the registry and in ``--plugins``."""
+
+
+class TaintToleration:
+    """Filters out new clusters with a taint the placement does not tolerate."""
+
+    @property
+    def name(self) -> str:
+        """``TaintToleration``."""
+        return NAME
+
+    def filter(
+        self,
+        placement: framework.PlacementView,
+        binding: framework.BindingView,
+        cluster: framework.ClusterView,
+    ) -> framework.Result:
+        """Fit for current targets, else when every scheduling taint is tolerated."""
+        if cluster.name in binding.target_names:
+            return framework.FIT
+        taint = selectors.untolerated_taint(cluster.taints, placement.tolerations)
+        if taint is None:
+            return framework.FIT
+        return framework.Result(False, f"had untolerated taint {{{taint}}}")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import prometheus_client
 
 from clusterhealth_agent.probes import base, config, dns, http, kube, tcp
+from clusterhealth_core import selection
 from clusterhealth_core.kube import client
 
 KUBE_PROXY_HEALTHZ_PORT = 10256
@@ -157,25 +158,10 @@ def resolve_detectors(detectors: Sequence[str]) -> list[str]:
     Raises :class:`~clusterhealth_agent.probes.config.ProbeConfigError` for an
     unknown name, listing the known ones.
     """
-    chosen: list[str] = []
-    excluded: set[str] = set()
-    for raw in detectors:
-        item = raw.strip()
-        if not item:
-            continue
-        name = item[1:] if item.startswith("-") else item
-        if name != "*" and name not in BUILTINS:
-            raise config.ProbeConfigError(
-                f"unknown detector {name!r}; known detectors: {', '.join(BUILTINS)} "
-                "(or * for all)"
-            )
-        if item.startswith("-"):
-            excluded.add(name)
-        elif name == "*":
-            chosen.extend(n for n in BUILTINS if n not in chosen)
-        elif name not in chosen:
-            chosen.append(name)
-    return [name for name in chosen if name not in excluded]
+    try:
+        return selection.select(list(BUILTINS), detectors, "detector")
+    except selection.UnknownName as exc:
+        raise config.ProbeConfigError(str(exc)) from exc
 
 
 def build_probes(

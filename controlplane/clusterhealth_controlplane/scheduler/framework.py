@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from clusterhealth_controlplane.scheduler import assignment, spread
+from clusterhealth_core import selection
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -293,24 +294,8 @@ def select_plugins(registry: Mapping[str, Plugin], plugins: str | Sequence[str])
     The result keeps the registry's order. Raises :class:`PluginSelectionError` for a
     name the registry lacks, listing the known names.
     """
-    items = plugins.split(",") if isinstance(plugins, str) else list(plugins)
-    chosen: list[str] = []
-    excluded: set[str] = set()
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        name = item[1:] if item.startswith("-") else item
-        if name != "*" and name not in registry:
-            raise PluginSelectionError(
-                f"unknown scheduler plugin {name!r}; known plugins: {', '.join(registry)} "
-                "(or * for all)"
-            )
-        if item.startswith("-"):
-            excluded.add(name)
-        elif name == "*":
-            chosen.extend(n for n in registry if n not in chosen)
-        elif name not in chosen:
-            chosen.append(name)
-    selected = set(chosen) - excluded
+    try:
+        selected = set(selection.select(list(registry), plugins, "scheduler plugin"))
+    except selection.UnknownName as exc:
+        raise PluginSelectionError(str(exc)) from exc
     return {name: plugin for name, plugin in registry.items() if name in selected}

@@ -16,8 +16,10 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
 from clusterhealth_core.api import cluster, crds, groups, mci, meta, policy, remedy, wire, work
+from clusterhealth_localenv import binaries
 
 MODELS: dict[str, type[wire.Model]] = {
     groups.CLUSTER_KIND: cluster.Cluster,
@@ -59,10 +61,15 @@ def _date_time(value: object) -> bool:
     return True
 
 
-def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:
+def openapi_schema(crd: dict[str, Any], version: str | None = None) -> dict[str, Any]:
+    """The schema of the CRD's only version (ours), or of the named one (Karmada's)."""
     versions = crd["spec"]["versions"]
-    assert len(versions) == 1, "one served version per CRD"
-    schema: dict[str, Any] = versions[0]["schema"]["openAPIV3Schema"]
+    if version is None:
+        assert len(versions) == 1, "one served version per CRD"
+        (chosen,) = versions
+    else:
+        (chosen,) = (v for v in versions if v["name"] == version)
+    schema: dict[str, Any] = chosen["schema"]["openAPIV3Schema"]
     return schema
 
 
@@ -86,9 +93,9 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 class CrdValidator:
     """Validates objects of one kind against its CRD schema."""
 
-    def __init__(self, crd: dict[str, Any]) -> None:
+    def __init__(self, crd: dict[str, Any], version: str | None = None) -> None:
         self.crd = crd
-        self.schema = openapi_schema(crd)
+        self.schema = openapi_schema(crd, version)
         self._jsonschema = jsonschema.Draft7Validator(_strict(self.schema), format_checker=_FORMATS)
 
     def errors(self, obj: Any) -> list[str]:
@@ -149,6 +156,42 @@ def crd_docs() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="session")
 def crd_validators(crd_docs: dict[str, dict[str, Any]]) -> dict[str, CrdValidator]:
     return {kind: CrdValidator(doc) for kind, doc in crd_docs.items()}
+
+
+KARMADA_CRD_FILES: dict[str, str] = {
+    groups.PROPAGATION_POLICY_KIND: "policy.karmada.io_propagationpolicies.yaml",
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: "policy.karmada.io_clusterpropagationpolicies.yaml",
+    groups.RESOURCE_BINDING_KIND: "work.karmada.io_resourcebindings.yaml",
+    groups.CLUSTER_RESOURCE_BINDING_KIND: "work.karmada.io_clusterresourcebindings.yaml",
+    groups.WORK_KIND: "work.karmada.io_works.yaml",
+}
+"""Our kinds that Karmada defines as CRDs too, and Karmada's CRD file for each."""
+
+
+@pytest.fixture(scope="session")
+def karmada_validators() -> dict[str, CrdValidator]:
+    """Karmada v1.18.2's CRD schemas of our kinds, at the version we serve.
+
+    From the CRDs its installer ships, cached beside its binaries.
+    """
+    built = binaries.ensure_karmada()
+    versions = {doc["spec"]["names"]["kind"]: doc["spec"]["versions"][0]["name"]
+                for doc in crds.load_crds()}
+    validators = {}
+    for kind, file_name in KARMADA_CRD_FILES.items():
+        (crd,) = [doc for doc in yaml.safe_load_all(built.crd(file_name).read_text()) if doc]
+        validators[kind] = CrdValidator(crd, version=versions[kind])
+    return validators
+
+
+@pytest.fixture
+def schema_mutations() -> Callable[[dict[str, Any], Any], list[tuple[str, Any, bool]]]:
+    """``(schema, obj) -> [(name, mutated object, must_reject)]``: edits derived from a schema."""
+
+    def mutations_of(schema: dict[str, Any], obj: Any) -> list[tuple[str, Any, bool]]:
+        return list(_mutations(schema, obj, ()))
+
+    return mutations_of
 
 
 @pytest.fixture

@@ -16,13 +16,20 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
-from clusterhealth_core.api import cluster, crds, groups, mci, meta, remedy, wire
+from clusterhealth_core.api import cluster, crds, groups, mci, meta, policy, remedy, wire, work
+from clusterhealth_localenv import binaries
 
 MODELS: dict[str, type[wire.Model]] = {
     groups.CLUSTER_KIND: cluster.Cluster,
     groups.REMEDY_KIND: remedy.Remedy,
     groups.MCI_KIND: mci.MultiClusterIngress,
+    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
+    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
+    groups.WORK_KIND: work.Work,
 }
 
 # CEL rule text in the CRDs -> the same predicate in Python (self is a dict).
@@ -54,10 +61,15 @@ def _date_time(value: object) -> bool:
     return True
 
 
-def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:
+def openapi_schema(crd: dict[str, Any], version: str | None = None) -> dict[str, Any]:
+    """The schema of the CRD's only version (ours), or of the named one (Karmada's)."""
     versions = crd["spec"]["versions"]
-    assert len(versions) == 1, "one served version per CRD"
-    schema: dict[str, Any] = versions[0]["schema"]["openAPIV3Schema"]
+    if version is None:
+        assert len(versions) == 1, "one served version per CRD"
+        (chosen,) = versions
+    else:
+        (chosen,) = (v for v in versions if v["name"] == version)
+    schema: dict[str, Any] = chosen["schema"]["openAPIV3Schema"]
     return schema
 
 
@@ -81,9 +93,9 @@ def _strict(schema: dict[str, Any]) -> dict[str, Any]:
 class CrdValidator:
     """Validates objects of one kind against its CRD schema."""
 
-    def __init__(self, crd: dict[str, Any]) -> None:
+    def __init__(self, crd: dict[str, Any], version: str | None = None) -> None:
         self.crd = crd
-        self.schema = openapi_schema(crd)
+        self.schema = openapi_schema(crd, version)
         self._jsonschema = jsonschema.Draft7Validator(_strict(self.schema), format_checker=_FORMATS)
 
     def errors(self, obj: Any) -> list[str]:
@@ -144,6 +156,42 @@ def crd_docs() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="session")
 def crd_validators(crd_docs: dict[str, dict[str, Any]]) -> dict[str, CrdValidator]:
     return {kind: CrdValidator(doc) for kind, doc in crd_docs.items()}
+
+
+KARMADA_CRD_FILES: dict[str, str] = {
+    groups.PROPAGATION_POLICY_KIND: "policy.karmada.io_propagationpolicies.yaml",
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: "policy.karmada.io_clusterpropagationpolicies.yaml",
+    groups.RESOURCE_BINDING_KIND: "work.karmada.io_resourcebindings.yaml",
+    groups.CLUSTER_RESOURCE_BINDING_KIND: "work.karmada.io_clusterresourcebindings.yaml",
+    groups.WORK_KIND: "work.karmada.io_works.yaml",
+}
+"""Our kinds that Karmada defines as CRDs too, and Karmada's CRD file for each."""
+
+
+@pytest.fixture(scope="session")
+def karmada_validators() -> dict[str, CrdValidator]:
+    """Karmada v1.18.2's CRD schemas of our kinds, at the version we serve.
+
+    From the CRDs its installer ships, cached beside its binaries.
+    """
+    built = binaries.ensure_karmada()
+    versions = {doc["spec"]["names"]["kind"]: doc["spec"]["versions"][0]["name"]
+                for doc in crds.load_crds()}
+    validators = {}
+    for kind, file_name in KARMADA_CRD_FILES.items():
+        (crd,) = [doc for doc in yaml.safe_load_all(built.crd(file_name).read_text()) if doc]
+        validators[kind] = CrdValidator(crd, version=versions[kind])
+    return validators
+
+
+@pytest.fixture
+def schema_mutations() -> Callable[[dict[str, Any], Any], list[tuple[str, Any, bool]]]:
+    """``(schema, obj) -> [(name, mutated object, must_reject)]``: edits derived from a schema."""
+
+    def mutations_of(schema: dict[str, Any], obj: Any) -> list[tuple[str, Any, bool]]:
+        return list(_mutations(schema, obj, ()))
+
+    return mutations_of
 
 
 @pytest.fixture
@@ -328,8 +376,223 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
             },
         ],
     }
+    samples.update(_propagation_samples())
     # Break aliasing (shared sub-dicts) so a mutation edits exactly one place.
     return json.loads(json.dumps(samples))
+
+
+def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
+    """Maximal policies, bindings and Works (values differ from the CRD defaults)."""
+    label_selector = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["frontend"]}],
+    }
+    field_selector = {
+        "matchExpressions": [
+            {"key": "region", "operator": "In", "values": ["eu-west-1"]},
+            {"key": "provider", "operator": "NotIn", "values": ["kind"]},
+        ]
+    }
+    affinity = {
+        "labelSelector": label_selector,
+        "fieldSelector": field_selector,
+        "clusterNames": ["member1", "member2"],
+        "exclude": ["member3"],
+    }
+    toleration = {
+        "key": groups.TAINT_CLUSTER_NOT_READY,
+        "operator": "Equal",
+        "value": "true",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    weighted = {
+        "clusterAffinity": affinity,
+        "clusterTolerations": [toleration, {"operator": "Exists", "effect": "NoSchedule"}],
+        "spreadConstraints": [
+            {"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1},
+            {"spreadByField": "region", "maxGroups": 1},
+        ],
+        "replicaScheduling": {  # replicaSchedulingType: Divided is the default
+            "replicaDivisionPreference": "Weighted",
+            "weightPreference": {
+                "staticWeightList": [
+                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                    {"targetCluster": affinity, "weight": 2},
+                ],
+                "dynamicWeight": "AvailableReplicas",
+            },
+        },
+    }
+    duplicated = {
+        "clusterAffinities": [
+            {"affinityName": "primary", "clusterNames": ["member1"]},
+            {"affinityName": "backup", "labelSelector": label_selector,
+             "fieldSelector": field_selector, "exclude": ["member1"]},
+        ],
+        "spreadConstraints": [{"spreadByLabel": "topology.example.com/zone", "minGroups": 2}],
+        "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+    }
+    policy_specs = [
+        {
+            "resourceSelectors": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
+                 "name": "web", "labelSelector": label_selector},
+                {"apiVersion": "v1", "kind": "ConfigMap"},
+            ],
+            "association": True,
+            "propagateDeps": True,
+            "placement": weighted,
+            "priority": 10,
+            "preemption": "Always",
+            "schedulerName": "clusterhealth-scheduler",
+            "failover": {"application": {"decisionConditions": {"tolerationSeconds": 120},
+                                         "gracePeriodSeconds": 600}},
+            "conflictResolution": "Overwrite",
+            "suspension": {"dispatching": False,
+                           "dispatchingOnClusters": {"clusterNames": ["member2"]}},
+            "preserveResourcesOnDeletion": True,
+        },
+        {
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "db"}],
+            "propagateDeps": True,
+            "placement": duplicated,
+            "priority": -1,
+            "failover": {
+                "application": {"decisionConditions": {}, "purgeMode": "Directly"},
+                "cluster": {"purgeMode": "Directly"},
+            },
+        },
+    ]
+    policy_status = {"conditions": [_condition("Selected", "True", generation=True)]}
+    samples: dict[str, list[dict[str, Any]]] = {
+        groups.PROPAGATION_POLICY_KIND: [
+            {"apiVersion": groups.PROPAGATION_POLICY_API_VERSION,
+             "kind": groups.PROPAGATION_POLICY_KIND,
+             "metadata": {"name": f"policy{index}", "namespace": "shop"},
+             "spec": spec, "status": policy_status}
+            for index, spec in enumerate(policy_specs)
+        ],
+        groups.CLUSTER_PROPAGATION_POLICY_KIND: [
+            {"apiVersion": groups.CLUSTER_PROPAGATION_POLICY_API_VERSION,
+             "kind": groups.CLUSTER_PROPAGATION_POLICY_KIND,
+             "metadata": {"name": f"policy{index}"}, "spec": spec, "status": policy_status}
+            for index, spec in enumerate(policy_specs)
+        ],
+    }
+    binding_spec = {
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
+                     "name": "web", "uid": "530aa301-760a-48a7-ada0-fc3a2112564b",
+                     "resourceVersion": "5776"},
+        "propagateDeps": True,
+        "replicaRequirements": {
+            "nodeClaim": {
+                "hardNodeAffinity": {"nodeSelectorTerms": [{
+                    "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}],
+                    "matchFields": [{"key": "metadata.name", "operator": "NotIn",
+                                     "values": ["node9"]}],
+                }]},
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web",
+                                 "effect": "NoSchedule"},
+                                {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                 "effect": "NoExecute", "tolerationSeconds": 300}],
+            },
+            "resourceRequest": {"cpu": "500m", "memory": "128Mi", "nvidia.com/gpu": 1},
+            "namespace": "shop",
+            "priorityClassName": "high",
+        },
+        "replicas": 3,
+        "clusters": [{"name": "member2", "replicas": 3}, {"name": "member3"}],
+        "placement": weighted,
+        "gracefulEvictionTasks": [{
+            "fromCluster": "member1",
+            "purgeMode": "Gracefully",
+            "replicas": 1,
+            "reason": "TaintUntolerated",
+            "message": "cluster member1 is tainted cluster.karmada.io/not-ready:NoExecute",
+            "producer": "TaintManager",
+            "gracePeriodSeconds": 600,
+            "suppressDeletion": False,
+            "preservedLabelState": {"failover.example.com/leader": "member1"},
+            "creationTimestamp": "2024-01-25T04:06:00Z",
+            "clustersBeforeFailover": ["member1", "member2"],
+        }],
+        "requiredBy": [{"namespace": "shop", "name": "frontend-deployment",
+                        "clusters": [{"name": "member2", "replicas": 2}]}],
+        "schedulerName": "default-scheduler",
+        "failover": policy_specs[0]["failover"],
+        "conflictResolution": "Overwrite",
+        "rescheduleTriggeredAt": "2024-01-25T04:07:00Z",
+        "suspension": {"dispatching": True, "dispatchingOnClusters": {"clusterNames": ["m9"]},
+                       "scheduling": False},
+        "preserveResourcesOnDeletion": False,
+    }
+    binding_status = {
+        "schedulerObservedGeneration": 2,
+        "schedulerObservingAffinityName": "primary",
+        "lastScheduledTime": "2024-01-25T04:06:30Z",
+        "conditions": [_condition(groups.CONDITION_SCHEDULED, "True", generation=True),
+                       _condition(groups.CONDITION_FULLY_APPLIED, "False")],
+        "aggregatedStatus": [
+            {"clusterName": "member2", "status": {"replicas": 3, "availableReplicas": 3,
+                                                   "conditions": [{"type": "Available"}]},
+             "applied": True, "health": "Healthy"},
+            {"clusterName": "member3", "appliedMessage": "namespaces \"shop\" not found",
+             "health": "Unknown"},
+        ],
+    }
+    # The second policy's placement and failover, on a binding.
+    duplicated_spec = {
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "db"},
+        "placement": duplicated,
+        "failover": policy_specs[1]["failover"],
+    }
+    samples[groups.RESOURCE_BINDING_KIND] = [
+        {"apiVersion": groups.RESOURCE_BINDING_API_VERSION, "kind": groups.RESOURCE_BINDING_KIND,
+         "metadata": {"name": name, "namespace": "shop"}, "spec": spec, **status}
+        for name, spec, status in (("web-deployment", binding_spec, {"status": binding_status}),
+                                   ("db-deployment", duplicated_spec, {}))
+    ]
+    samples[groups.CLUSTER_RESOURCE_BINDING_KIND] = [
+        {"apiVersion": groups.CLUSTER_RESOURCE_BINDING_API_VERSION,
+         "kind": groups.CLUSTER_RESOURCE_BINDING_KIND,
+         "metadata": {"name": name}, "spec": spec, **status}
+        for name, spec, status in (("web-deployment", binding_spec, {"status": binding_status}),
+                                   ("db-deployment", duplicated_spec, {}))
+    ]
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"image": "nginx", "name": "nginx"}]}}},
+    }
+    samples[groups.WORK_KIND] = [{
+        "apiVersion": groups.WORK_API_VERSION, "kind": groups.WORK_KIND,
+        "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1",
+                     "labels": {"resourcebinding.karmada.io/key": "687f7fb96f"},
+                     "annotations": {"resourcebinding.karmada.io/name": "nginx-deployment"},
+                     "finalizers": ["karmada.io/execution-controller"]},
+        "spec": {"workload": {"manifests": [deployment, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                          "metadata": {"name": "cfg"},
+                                                          "data": {"ratio": "0.5"}}]},
+                 "suspendDispatching": False, "preserveResourcesOnDeletion": True},
+        "status": {
+            "conditions": [_condition(groups.CONDITION_APPLIED, "True", generation=True)],
+            "manifestStatuses": [{
+                "identifier": {"ordinal": 0, "group": "apps", "version": "v1",
+                               "kind": "Deployment", "resource": "deployments",
+                               "namespace": "default", "name": "nginx"},
+                "status": {"replicas": 1, "availableReplicas": 1, "observedGeneration": 1},
+                "health": "Healthy",
+            }, {
+                "identifier": {"ordinal": 1, "version": "v1", "kind": "ConfigMap",
+                               "resource": "configmaps", "name": "cfg"},
+            }],
+        },
+    }]
+    return samples
 
 
 @dataclasses.dataclass(frozen=True)

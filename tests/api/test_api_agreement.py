@@ -15,12 +15,17 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from clusterhealth_core.api import cluster, groups, mci, remedy, wire
+from clusterhealth_core.api import cluster, groups, mci, policy, remedy, wire, work
 
 MODELS: dict[str, type[wire.Model]] = {
     groups.CLUSTER_KIND: cluster.Cluster,
     groups.REMEDY_KIND: remedy.Remedy,
     groups.MCI_KIND: mci.MultiClusterIngress,
+    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
+    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
+    groups.WORK_KIND: work.Work,
 }
 
 
@@ -58,6 +63,9 @@ def _compare_object(
         problems.append(
             f"{where}: required CRD {sorted(crd_required)} model {sorted(model_required)}"
         )
+    map_type = schema.get("x-kubernetes-map-type", "granular")
+    if map_type != ("atomic" if cls.WIRE_ATOMIC else "granular"):
+        problems.append(f"{where}: CRD map type {map_type}, model WIRE_ATOMIC {cls.WIRE_ATOMIC}")
     has_rules = "x-kubernetes-validations" in schema or "minProperties" in schema
     has_check = cls.check is not wire.Model.check
     if has_rules != has_check:
@@ -66,7 +74,20 @@ def _compare_object(
     for name in sorted(set(properties) & set(fields)):
         field = fields[name]
         sub = f"{path}.{name}" if path else name
+        _compare_default(properties[name], field, sub, problems)
         _compare_value(properties[name], hints[field.name], field.metadata, sub, problems)
+
+
+def _compare_default(
+    schema: dict[str, Any], field: dataclasses.Field[Any], path: str, problems: list[str]
+) -> None:
+    """A CRD ``default`` is the model's default, declared with ``defaulted``."""
+    if field.metadata.get("defaulted"):
+        expected = wire.encoded_default(field)
+        if "default" not in schema or schema["default"] != expected:
+            problems.append(f"{path}: default CRD {schema.get('default')!r} model {expected!r}")
+    elif "default" in schema:
+        problems.append(f"{path}: CRD default {schema['default']!r}, model not defaulted")
 
 
 def _compare_value(
@@ -81,6 +102,11 @@ def _compare_value(
     if path == "metadata":
         if schema != {"type": "object"}:
             problems.append("metadata: the CRD may only say type: object")
+        return
+    if wire.is_raw_object(tp):
+        raw = {k: v for k, v in schema.items() if k not in ("description", "nullable")}
+        if raw != {"type": "object", "x-kubernetes-preserve-unknown-fields": True}:
+            problems.append(f"{path}: model raw object, CRD {schema}")
         return
     if wire.is_int_or_string(tp):
         if schema.get("x-kubernetes-int-or-string") is not True or "type" in schema:
@@ -224,9 +250,14 @@ def test_schema_is_strictly_typed_and_documented(
 ) -> None:
     schema = openapi_schema(crd_docs[kind])
     for path, node in _walk_schema(schema, ""):
-        assert "x-kubernetes-preserve-unknown-fields" not in node, path
+        raw = node.get("x-kubernetes-preserve-unknown-fields") is True
+        if raw:  # only a raw object (the model field is wire.RawObject, see above)
+            assert node["type"] == "object", path
+            assert "properties" not in node and "additionalProperties" not in node, path
+        else:
+            assert "x-kubernetes-preserve-unknown-fields" not in node, path
         assert "type" in node or node.get("x-kubernetes-int-or-string"), path
-        if node.get("type") == "object" and path != ".metadata":
+        if node.get("type") == "object" and path != ".metadata" and not raw:
             assert "properties" in node or "additionalProperties" in node, path
     for path, node in _walk_schema(schema, ""):
         for name, sub in node.get("properties", {}).items():
@@ -267,7 +298,30 @@ EXPECTED_NAMES = {
     groups.CLUSTER_KIND: (groups.CLUSTER, "Cluster", "cluster", []),
     groups.REMEDY_KIND: (groups.REMEDY, "Cluster", "remedy", []),
     groups.MCI_KIND: (groups.MCI, "Namespaced", "multiclusteringress", [groups.MCI_SHORT_NAME]),
+    groups.PROPAGATION_POLICY_KIND: (groups.PROPAGATION_POLICY, "Namespaced",
+                                     "propagationpolicy", [groups.PROPAGATION_POLICY_SHORT_NAME]),
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: (
+        groups.CLUSTER_PROPAGATION_POLICY, "Cluster", "clusterpropagationpolicy",
+        [groups.CLUSTER_PROPAGATION_POLICY_SHORT_NAME]),
+    groups.RESOURCE_BINDING_KIND: (groups.RESOURCE_BINDING, "Namespaced", "resourcebinding",
+                                   [groups.RESOURCE_BINDING_SHORT_NAME]),
+    groups.CLUSTER_RESOURCE_BINDING_KIND: (
+        groups.CLUSTER_RESOURCE_BINDING, "Cluster", "clusterresourcebinding",
+        [groups.CLUSTER_RESOURCE_BINDING_SHORT_NAME]),
+    groups.WORK_KIND: (groups.WORK, "Namespaced", "work", [groups.WORK_SHORT_NAME]),
 }
+
+# Karmada's columns (CONFLICT-RESOLUTION, PRIORITY, ...), in the same order.
+_POLICY_COLUMNS = [
+    ("Conflict-Resolution", "string", ".spec.conflictResolution"),
+    ("Priority", "integer", ".spec.priority"),
+    ("Age", "date", ".metadata.creationTimestamp"),
+]
+_BINDING_COLUMNS = [
+    ("Scheduled", "string", '.status.conditions[?(@.type=="Scheduled")].status'),
+    ("FullyApplied", "string", '.status.conditions[?(@.type=="FullyApplied")].status'),
+    ("Age", "date", ".metadata.creationTimestamp"),
+]
 
 # Title case as in built-in resources; kubectl prints them upper-cased
 # (VERSION, MODE, READY, DNS, REMEDY-ACTIONS, AGE, ...).
@@ -297,6 +351,15 @@ EXPECTED_COLUMNS = {
         ("Blocked", "string", ".status.trafficBlockClusters"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
+    groups.PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
+    groups.RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
+    groups.CLUSTER_RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
+    groups.WORK_KIND: [
+        ("Workload-Kind", "string", ".spec.workload.manifests[*].kind"),
+        ("Applied", "string", '.status.conditions[?(@.type=="Applied")].status'),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
 }
 
 
@@ -322,6 +385,64 @@ def test_crd_names_scope_and_columns(kind: str, crd_docs: dict[str, dict[str, An
     assert version["subresources"] == {"status": {}}
     columns = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
     assert columns == EXPECTED_COLUMNS[kind]
+
+
+@pytest.mark.parametrize(
+    ("namespaced", "cluster_scoped"),
+    [
+        (groups.PROPAGATION_POLICY_KIND, groups.CLUSTER_PROPAGATION_POLICY_KIND),
+        (groups.RESOURCE_BINDING_KIND, groups.CLUSTER_RESOURCE_BINDING_KIND),
+    ],
+)
+def test_cluster_scoped_twin_has_the_same_schema(
+    namespaced: str, cluster_scoped: str, crd_docs: dict[str, dict[str, Any]]
+) -> None:
+    """The two files are kept in step by hand: only the top description may differ."""
+    ours, twin = openapi_schema(crd_docs[namespaced]), openapi_schema(crd_docs[cluster_scoped])
+    assert {**ours, "description": ""} == {**twin, "description": ""}
+    first, second = (
+        {k: v for k, v in crd_docs[kind]["spec"]["versions"][0].items() if k != "schema"}
+        for kind in (namespaced, cluster_scoped)
+    )
+    assert first == second
+
+
+def test_walk_detects_a_wrong_default_and_map_type(crd_docs: dict[str, dict[str, Any]]) -> None:
+    schema = openapi_schema(crd_docs[groups.PROPAGATION_POLICY_KIND])
+    spec = schema["properties"]["spec"]
+    selector = spec["properties"]["resourceSelectors"]["items"]["properties"]["labelSelector"]
+    drifted = {
+        **schema,
+        "properties": {
+            **schema["properties"],
+            "spec": {
+                **spec,
+                "properties": {
+                    **spec["properties"],
+                    "conflictResolution": {**spec["properties"]["conflictResolution"],
+                                           "default": "Overwrite"},
+                    "propagateDeps": {**spec["properties"]["propagateDeps"], "default": False},
+                    "resourceSelectors": {
+                        **spec["properties"]["resourceSelectors"],
+                        "items": {
+                            **spec["properties"]["resourceSelectors"]["items"],
+                            "properties": {
+                                **spec["properties"]["resourceSelectors"]["items"]["properties"],
+                                "labelSelector": {k: v for k, v in selector.items()
+                                                  if k != "x-kubernetes-map-type"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    }
+    problems: list[str] = []
+    _compare_object(drifted, MODELS[groups.PROPAGATION_POLICY_KIND], "", problems)
+    assert any("spec.conflictResolution: default CRD 'Overwrite' model 'Abort'" in p
+               for p in problems), problems
+    assert any("spec.propagateDeps: CRD default False" in p for p in problems), problems
+    assert any("labelSelector: CRD map type granular" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("kind", sorted(MODELS))

@@ -19,7 +19,12 @@ def test_default_location_is_the_chart(monkeypatch: pytest.MonkeyPatch) -> None:
     assert names == [
         groups.CLUSTER.crd_name,
         groups.MCI.crd_name,
+        groups.CLUSTER_PROPAGATION_POLICY.crd_name,
+        groups.PROPAGATION_POLICY.crd_name,
         groups.REMEDY.crd_name,
+        groups.CLUSTER_RESOURCE_BINDING.crd_name,
+        groups.RESOURCE_BINDING.crd_name,
+        groups.WORK.crd_name,
     ]
 
 

@@ -6,12 +6,17 @@ from typing import Any
 
 import pytest
 
-from clusterhealth_core.api import cluster, groups, mci, meta, remedy, wire
+from clusterhealth_core.api import cluster, groups, mci, meta, policy, remedy, wire, work
 
 MODELS: dict[str, type[wire.Model]] = {
     groups.CLUSTER_KIND: cluster.Cluster,
     groups.REMEDY_KIND: remedy.Remedy,
     groups.MCI_KIND: mci.MultiClusterIngress,
+    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
+    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
+    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
+    groups.WORK_KIND: work.Work,
 }
 
 T0 = datetime.datetime(2024, 1, 25, 4, 5, 57, tzinfo=datetime.UTC)
@@ -101,6 +106,90 @@ def _built_models() -> list[wire.Model]:
                 service_locations=(mci.ServiceLocation(name="web", clusters=("member1",)),),
             ),
         ),
+        *_built_propagation_models(condition),
+    ]
+
+
+def _built_propagation_models(condition: meta.Condition) -> list[wire.Model]:
+    placement = policy.Placement(
+        cluster_affinity=policy.ClusterAffinity(cluster_names=("member1", "member2")),
+        cluster_tolerations=(
+            policy.Toleration(
+                key=groups.TAINT_CLUSTER_UNREACHABLE,
+                operator=policy.TolerationOperator.EXISTS,
+                effect=cluster.TaintEffect.NO_EXECUTE,
+                toleration_seconds=300,
+            ),
+        ),
+        spread_constraints=(
+            policy.SpreadConstraint(spread_by_field=policy.SpreadFieldValue.REGION, max_groups=2),
+        ),
+        replica_scheduling=policy.ReplicaSchedulingStrategy(
+            replica_division_preference=policy.ReplicaDivisionPreference.WEIGHTED,
+            weight_preference=policy.ClusterPreferences(
+                static_weight_list=(
+                    policy.StaticClusterWeight(
+                        target_cluster=policy.ClusterAffinity(cluster_names=("member1",)),
+                        weight=1,
+                    ),
+                    policy.StaticClusterWeight(
+                        target_cluster=policy.ClusterAffinity(cluster_names=("member2",)),
+                        weight=2,
+                    ),
+                )
+            ),
+        ),
+    )
+    spec = policy.PropagationSpec(
+        resource_selectors=(policy.ResourceSelector(api_version="apps/v1", kind="Deployment",
+                                                    name="nginx"),),
+        placement=placement,
+        conflict_resolution=policy.ConflictResolution.OVERWRITE,
+    )
+    binding_spec = work.ResourceBindingSpec(
+        resource=work.ObjectReference(api_version="apps/v1", kind="Deployment",
+                                      namespace="default", name="nginx"),
+        replicas=3,
+        clusters=(work.TargetCluster(name="member2", replicas=3),),
+        placement=placement,
+        graceful_eviction_tasks=(
+            work.GracefulEvictionTask(from_cluster="member1", replicas=1,
+                                      reason="TaintUntolerated", producer="TaintManager",
+                                      creation_timestamp=T0),
+        ),
+    )
+    binding_status = work.ResourceBindingStatus(
+        conditions=(condition,),
+        aggregated_status=(
+            work.AggregatedStatusItem(cluster_name="member2", status={"availableReplicas": 3},
+                                      applied=True, health=work.ResourceHealth.HEALTHY),
+        ),
+    )
+    return [
+        policy.PropagationPolicy(metadata=meta.ObjectMeta(name="nginx", namespace="default"),
+                                 spec=spec),
+        policy.ClusterPropagationPolicy(metadata=meta.ObjectMeta(name="nginx"), spec=spec),
+        work.ResourceBinding(metadata=meta.ObjectMeta(name="nginx-deployment",
+                                                      namespace="default"),
+                             spec=binding_spec, status=binding_status),
+        work.ClusterResourceBinding(metadata=meta.ObjectMeta(name="nginx-deployment"),
+                                    spec=binding_spec),
+        work.Work(
+            metadata=meta.ObjectMeta(name="nginx-687f7fb96f", namespace="karmada-es-member2"),
+            spec=work.WorkSpec(workload=work.WorkloadTemplate(manifests=(
+                {"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": "nginx"}, "spec": {"replicas": 3, "paused": False}},
+            ))),
+            status=work.WorkStatus(manifest_statuses=(
+                work.ManifestStatus(
+                    identifier=work.ResourceIdentifier(ordinal=0, group="apps", version="v1",
+                                                       kind="Deployment",
+                                                       resource="deployments", name="nginx"),
+                    status={"readyReplicas": 3, "ratio": 0.5, "note": None},
+                    health=work.ResourceHealth.HEALTHY,
+                ),
+            )),
+        ),
     ]
 
 
@@ -168,3 +257,36 @@ def test_models_are_frozen() -> None:
     spec = cluster.ClusterSpec(sync_mode=cluster.SyncMode.PUSH)
     with pytest.raises(AttributeError):
         spec.zone = "a"  # type: ignore[misc]
+
+
+def test_server_defaults_are_the_decoded_defaults() -> None:
+    """Absent defaulted fields decode to Karmada's CRD defaults; encoding leaves them out."""
+    spec = policy.PropagationSpec.from_dict(
+        {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+         "placement": {"replicaScheduling": {}},
+         "failover": {"application": {"decisionConditions": {}}}})
+    assert spec.conflict_resolution is policy.ConflictResolution.ABORT
+    assert spec.preemption is policy.PreemptionBehavior.NEVER
+    assert spec.priority == 0
+    assert spec.scheduler_name == "default-scheduler"
+    strategy = spec.placement.replica_scheduling
+    assert strategy is not None
+    assert strategy.replica_scheduling_type is policy.ReplicaSchedulingType.DIVIDED
+    assert spec.failover is not None and spec.failover.application is not None
+    assert spec.failover.application.purge_mode is policy.PurgeMode.GRACEFULLY
+    assert spec.failover.application.decision_conditions.toleration_seconds == 300
+    assert spec.to_dict() == {
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+        "placement": {"replicaScheduling": {}},
+        "failover": {"application": {"decisionConditions": {}}},
+    }
+
+
+def test_raw_objects_are_kept_as_is_and_not_shared() -> None:
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}, "x": [1, 2.5, None]}
+    spec = work.WorkSpec.from_dict({"workload": {"manifests": [manifest]}}, strict=True)
+    manifest["data"]["k"] = "changed"  # the caller's object is not the model's
+    assert spec.workload.manifests[0]["data"] == {"k": "v"}
+    assert spec.to_dict()["workload"]["manifests"][0]["x"] == [1, 2.5, None]
+    with pytest.raises(meta.ValidationError, match=r"^workload\.manifests\[0\]: must be an object"):
+        work.WorkSpec.from_dict({"workload": {"manifests": ["kind: ConfigMap"]}})

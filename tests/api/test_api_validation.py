@@ -5,11 +5,20 @@ API-server stand-in from conftest); both must reach the expected verdict.
 """
 
 import copy
+import pathlib
 from typing import Any
 
 import pytest
+import yaml
 
-from clusterhealth_core.api import cluster, groups, mci, meta, remedy
+from clusterhealth_core.api import cluster, groups, mci, meta, policy, remedy, work
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examples"
+
+
+def _example(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text(encoding="utf-8"))
+    return loaded
 
 SEED_REMEDY_ON_CONDITION: dict[str, Any] = {
     "apiVersion": "remedy.karmada.io/v1alpha1",
@@ -93,7 +102,18 @@ MINIMAL_MCI: dict[str, Any] = {
     },
 }
 
+# Seed 000: Divided, Weighted 1:2 over member1/member2 (3 replicas of nginx).
+SEED_PP_DIVIDED = _example("seed000_propagationpolicy_divided_weighted.yaml")
+# Seed 001: Duplicated on exactly two clusters.
+SEED_PP_DUPLICATED = _example("seed001_propagationpolicy_duplicated.yaml")
+CPP_SPREAD = _example("clusterpropagationpolicy_spread_tolerations.yaml")
+SEED_RB = _example("seed000_resourcebinding.yaml")
+SEED_WORK = _example("seed000_work.yaml")
+
 REMEDY_MATCH = ("spec", "decisionMatches", 0, "clusterConditionMatch")
+REPLICAS = ("spec", "placement", "replicaScheduling")
+WEIGHTS = (*REPLICAS, "weightPreference", "staticWeightList")
+EVICTION = {"fromCluster": "member1", "reason": "TaintUntolerated", "producer": "TaintManager"}
 MCI_PATH = ("spec", "rules", 0, "http", "paths", 0)
 
 
@@ -153,6 +173,32 @@ ACCEPTED = [
             _DELETE,
         ),
     ),
+]
+
+ACCEPTED += [
+    ("seed pp divided weighted 1:2", groups.PROPAGATION_POLICY_KIND, SEED_PP_DIVIDED),
+    ("seed pp duplicated", groups.PROPAGATION_POLICY_KIND, SEED_PP_DUPLICATED),
+    ("cpp spread and tolerations", groups.CLUSTER_PROPAGATION_POLICY_KIND, CPP_SPREAD),
+    (
+        # Karmada's schema takes it and so does ours: the scheduler reports it.
+        "minGroups above maxGroups (left to the scheduler)",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DUPLICATED, ("spec", "placement", "spreadConstraints", 0, "minGroups"), 3),
+    ),
+    (
+        "dynamic weight without static weights",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*REPLICAS, "weightPreference"),
+              {"dynamicWeight": "AvailableReplicas"}),
+    ),
+    ("seed rb", groups.RESOURCE_BINDING_KIND, SEED_RB),
+    (
+        "rb with an eviction task",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("spec", "gracefulEvictionTasks"), [EVICTION]),
+    ),
+    ("seed work", groups.WORK_KIND, SEED_WORK),
+    ("work without manifests", groups.WORK_KIND, _edit(SEED_WORK, ("spec",), {})),
 ]
 
 # (name, kind, object, expected model message, checked by the CRD schema)
@@ -367,6 +413,164 @@ REJECTED = [
 ]
 
 
+REJECTED += [
+    (
+        "replicaSchedulingType outside the enum",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*REPLICAS, "replicaSchedulingType"), "Spread"),
+        "spec.placement.replicaScheduling.replicaSchedulingType: must be one of Duplicated, "
+        "Divided",
+    ),
+    (
+        "replicaDivisionPreference outside the enum",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*REPLICAS, "replicaDivisionPreference"), "Balanced"),
+        "spec.placement.replicaScheduling.replicaDivisionPreference: must be one of Aggregated",
+    ),
+    (
+        "negative weight",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*WEIGHTS, 0, "weight"), -1),
+        f"{'.'.join(WEIGHTS[:-1])}.staticWeightList[0].weight: must be >= 1",
+    ),
+    (
+        "zero weight",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*WEIGHTS, 1, "weight"), 0),
+        f"{'.'.join(WEIGHTS[:-1])}.staticWeightList[1].weight: must be >= 1",
+    ),
+    (
+        "weight without a target",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*WEIGHTS, 0, "targetCluster"), _DELETE),
+        "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].targetCluster: "
+        "required",
+    ),
+    (
+        "dynamicWeight outside the enum",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, (*REPLICAS, "weightPreference", "dynamicWeight"), "CPU"),
+        "spec.placement.replicaScheduling.weightPreference.dynamicWeight: must be one of",
+    ),
+    (
+        "spread by country",
+        groups.CLUSTER_PROPAGATION_POLICY_KIND,
+        _edit(CPP_SPREAD, ("spec", "placement", "spreadConstraints", 0, "spreadByField"),
+              "country"),
+        "spec.placement.spreadConstraints[0].spreadByField: must be one of cluster, region, zone",
+    ),
+    (
+        "negative minGroups",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DUPLICATED, ("spec", "placement", "spreadConstraints", 0, "minGroups"), -1),
+        "spec.placement.spreadConstraints[0].minGroups: must be >= 0",
+    ),
+    (
+        "field selector on a field Karmada cannot select by",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "placement", "clusterAffinity", "fieldSelector"),
+              {"matchExpressions": [{"key": "name", "operator": "In", "values": ["m1"]}]}),
+        "spec.placement.clusterAffinity.fieldSelector.matchExpressions[0].key: must be one of "
+        "provider, region, zone",
+    ),
+    (
+        "toleration effect",
+        groups.CLUSTER_PROPAGATION_POLICY_KIND,
+        _edit(CPP_SPREAD, ("spec", "placement", "clusterTolerations", 0, "effect"), "Evict"),
+        "spec.placement.clusterTolerations[0].effect: must be one of NoSchedule",
+    ),
+    (
+        "no resource selectors",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "resourceSelectors"), []),
+        "spec.resourceSelectors: must have at least 1 item(s)",
+    ),
+    (
+        "resource selector without kind",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "resourceSelectors", 0, "kind"), _DELETE),
+        "spec.resourceSelectors[0].kind: required",
+    ),
+    (
+        "conflictResolution outside the enum",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "conflictResolution"), "Merge"),
+        "spec.conflictResolution: must be one of Abort, Overwrite",
+    ),
+    (
+        "failover without decisionConditions",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "failover"), {"application": {"purgeMode": "Directly"}}),
+        "spec.failover.application.decisionConditions: required",
+    ),
+    (
+        "affinity name too long",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "placement", "clusterAffinities"),
+              [{"affinityName": "a" * 33}]),
+        "spec.placement.clusterAffinities[0].affinityName: must be at most 32 characters",
+    ),
+    (
+        "a field Karmada has but we do not implement",
+        groups.PROPAGATION_POLICY_KIND,
+        _edit(SEED_PP_DIVIDED, ("spec", "dependentOverrides"), ["web-override"]),
+        "spec.dependentOverrides: unknown field",
+    ),
+    (
+        "rb without resource",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("spec", "resource"), _DELETE),
+        "spec.resource: required",
+    ),
+    (
+        "rb negative replicas on a cluster",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("spec", "clusters", 0, "replicas"), -2),
+        "spec.clusters[0].replicas: must be >= 0",
+    ),
+    (
+        "eviction reason not CamelCase",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("spec", "gracefulEvictionTasks"), [{**EVICTION, "reason": "taint gone"}]),
+        "spec.gracefulEvictionTasks[0].reason: must match",
+    ),
+    (
+        "eviction without producer",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("spec", "gracefulEvictionTasks"),
+              [{k: v for k, v in EVICTION.items() if k != "producer"}]),
+        "spec.gracefulEvictionTasks[0].producer: required",
+    ),
+    (
+        "aggregated status twice for a cluster",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("status",), {"aggregatedStatus": [{"clusterName": "member1"},
+                                                          {"clusterName": "member1"}]}),
+        "status.aggregatedStatus[1]: duplicate entry for clusterName=member1",
+    ),
+    (
+        "health outside the enum",
+        groups.RESOURCE_BINDING_KIND,
+        _edit(SEED_RB, ("status",), {"aggregatedStatus": [{"clusterName": "member1",
+                                                          "health": "Fine"}]}),
+        "status.aggregatedStatus[0].health: must be one of Healthy, Unhealthy, Unknown",
+    ),
+    (
+        "work manifest that is not an object",
+        groups.WORK_KIND,
+        _edit(SEED_WORK, ("spec", "workload", "manifests"), ["kind: Deployment"]),
+        "spec.workload.manifests[0]: must be an object",
+    ),
+    (
+        "manifest status without ordinal",
+        groups.WORK_KIND,
+        _edit(SEED_WORK, ("status",), {"manifestStatuses": [{"identifier": {
+            "version": "v1", "kind": "ConfigMap", "resource": "configmaps", "name": "c"}}]}),
+        "status.manifestStatuses[0].identifier.ordinal: required",
+    ),
+]
+
+
 @pytest.mark.parametrize(("name", "kind", "obj"), ACCEPTED, ids=[c[0] for c in ACCEPTED])
 def test_accepted(name: str, kind: str, obj: dict[str, Any], check_both: Any) -> None:
     assert check_both(kind, obj) == ([], [])
@@ -469,3 +673,39 @@ def test_mci_model_reads_backends() -> None:
         name="web", port=mci.ServiceBackendPort(number=80)
     )
     assert ingress.metadata.namespace == "shop"
+
+
+def test_seed_policy_decodes_to_the_expected_model() -> None:
+    pp = policy.PropagationPolicy.from_dict(SEED_PP_DIVIDED)
+    strategy = pp.spec.placement.replica_scheduling
+    assert strategy == policy.ReplicaSchedulingStrategy(
+        replica_scheduling_type=policy.ReplicaSchedulingType.DIVIDED,
+        replica_division_preference=policy.ReplicaDivisionPreference.WEIGHTED,
+        weight_preference=policy.ClusterPreferences(static_weight_list=(
+            policy.StaticClusterWeight(
+                target_cluster=policy.ClusterAffinity(cluster_names=("member1",)), weight=1),
+            policy.StaticClusterWeight(
+                target_cluster=policy.ClusterAffinity(cluster_names=("member2",)), weight=2),
+        )),
+    )
+    assert pp.spec.resource_selectors == (
+        policy.ResourceSelector(api_version="apps/v1", kind="Deployment", name="nginx"),)
+    # Karmada's CRD defaults, as the API server would store them.
+    assert pp.spec.conflict_resolution is policy.ConflictResolution.ABORT
+    assert pp.spec.scheduler_name == policy.DEFAULT_SCHEDULER_NAME
+    duplicated = policy.PropagationPolicy.from_dict(SEED_PP_DUPLICATED).spec.placement
+    assert duplicated.spread_constraints == (policy.SpreadConstraint(max_groups=2, min_groups=2),)
+    assert duplicated.replica_scheduling is not None
+    assert duplicated.replica_scheduling.replica_scheduling_type is (
+        policy.ReplicaSchedulingType.DUPLICATED)
+
+
+def test_seed_binding_and_work_decode() -> None:
+    binding = work.ResourceBinding.from_dict(SEED_RB)
+    assert binding.spec.replicas == 3
+    assert [(c.name, c.replicas) for c in binding.spec.clusters] == [("member2", 2), ("member1", 1)]
+    assert binding.spec.resource.uid == "530aa301-760a-48a7-ada0-fc3a2112564b"
+    carried = work.Work.from_dict(SEED_WORK)
+    assert carried.metadata.namespace == groups.EXECUTION_NAMESPACE_PREFIX + "member1"
+    (manifest,) = carried.spec.workload.manifests
+    assert manifest["kind"] == "Deployment" and manifest["spec"]["replicas"] == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +18,7 @@ import prometheus_client
 import pytest
 
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
 from clusterhealth_mci import controller
 from clusterhealth_mci.providers import base, fake
@@ -159,27 +158,10 @@ async def test_cluster_weights_annotation(
         await k.delete_service(members["member1"], service)
 
 
-RB_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "resourcebindings.work.karmada.io"},
-    "spec": {"group": "work.karmada.io", "scope": "Namespaced",
-             "names": {"plural": "resourcebindings", "singular": "resourcebinding",
-                       "kind": "ResourceBinding", "shortNames": ["rb"]},
-             # Only what this test needs of Karmada's schema (the control-plane issue
-             # brings the real one): the placed resource and the scheduled clusters.
-             "versions": [{"name": "v1alpha2", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                               "spec": {"type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True}}}}}]},
-}
-
-
 async def test_resource_binding_is_the_source_when_present(
     cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
-    with contextlib.suppress(errors.Conflict):  # left over by an interrupted run
-        await cp.create(resources.CRDS, RB_CRD)
-    await k.eventually(lambda: _established(cp))
+    # Our control plane serves ResourceBindings (the chart's CRD), as Karmada does.
     service, name = k.unique("bound"), k.unique("bound")
     await k.make_service(members["member1"], service, [("10.1.0.7", 8080)])
     provider = fake.FakeProvider(immediate_drain=True)
@@ -215,13 +197,6 @@ async def test_resource_binding_is_the_source_when_present(
         await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
                         missing_ok=True)
         await k.delete_service(members["member1"], service)
-        await cp.delete(resources.CRDS, RB_CRD["metadata"]["name"], missing_ok=True)
-
-
-async def _established(cp: kube.ApiClient) -> bool:
-    crd = await cp.get(resources.CRDS, RB_CRD["metadata"]["name"])
-    return any(c["type"] == "Established" and c["status"] == "True"
-               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 async def test_member_watches_restart_when_the_cluster_secret_is_rotated(

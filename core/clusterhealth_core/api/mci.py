@@ -47,6 +47,8 @@ class Protocol(enum.StrEnum):
 class ServiceBackendPort(wire.Model):
     """A Service port, by name or by number (exactly one)."""
 
+    WIRE_ATOMIC = True
+
     name: str | None = dataclasses.field(default=None, metadata=wire.json("name"))
     number: int | None = dataclasses.field(
         default=None, metadata=wire.json("number", fmt="int32", minimum=1, maximum=65535)
@@ -69,6 +71,8 @@ class IngressServiceBackend(wire.Model):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TypedLocalObjectReference(wire.Model):
     """A non-Service backend object in the MCI's namespace."""
+
+    WIRE_ATOMIC = True
 
     api_group: str | None = dataclasses.field(default=None, metadata=wire.json("apiGroup"))
     kind: str = dataclasses.field(metadata=wire.json("kind", min_length=1))

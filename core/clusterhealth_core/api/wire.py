@@ -10,6 +10,10 @@ Decoding validates like the API server would (required fields, enums, string
 patterns and lengths, integer formats, list-map key uniqueness) and raises
 :class:`ValidationError` naming the offending field path.  Encoding omits
 optional fields that hold their empty default, like Go's ``omitempty``.
+
+A field typed :data:`RawObject` holds an arbitrary JSON object kept as is (a
+``runtime.RawExtension``: a Work's manifests, a member object's status); its
+CRD node preserves unknown fields.
 """
 
 import dataclasses
@@ -27,6 +31,12 @@ from clusterhealth_core import clock
 
 JSON_KEY = "json"
 """Field metadata key holding the camelCase wire name."""
+
+RawObject = Mapping[str, Any]
+"""An arbitrary JSON object, decoded and encoded unchanged.
+
+Its CRD node is ``type: object`` with ``x-kubernetes-preserve-unknown-fields``.
+"""
 
 _RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 _INT32 = (-(2**31), 2**31 - 1)
@@ -57,13 +67,17 @@ def json(
     max_items: int | None = None,
     list_type: str | None = None,
     list_map_keys: tuple[str, ...] = (),
+    defaulted: bool = False,
 ) -> dict[str, Any]:
     """Field metadata: wire ``name`` plus the schema constraints of the field.
 
     Scalar constraints (``pattern``, lengths, ``fmt``, bounds) apply to the
     scalar leaf, i.e. to each item of a list or value of a map.  ``min_items``,
     ``max_items``, ``list_type`` (``atomic``/``set``/``map``) and ``list_map_keys`` apply to
-    the list itself.  ``const`` pins ``apiVersion``/``kind``.
+    the list itself.  ``const`` pins ``apiVersion``/``kind``.  ``defaulted``
+    says that the CRD declares the field's Python default as its ``default``,
+    so the API server stores that value when the field is absent (decoding an
+    object without the field gives the same value).
     """
     if list_map_keys and list_type != "map":
         raise ValueError(f"{name}: list_map_keys needs list_type='map'")
@@ -85,6 +99,8 @@ def json(
     meta.update({key: value for key, value in options.items() if value is not None})
     if list_map_keys:
         meta["list_map_keys"] = list_map_keys
+    if defaulted:
+        meta["defaulted"] = True
     return meta
 
 
@@ -98,6 +114,10 @@ class Model:
 
     WIRE_OPEN: ClassVar[bool] = False
     """True when unknown keys are expected (ObjectMeta) even in strict mode."""
+
+    WIRE_ATOMIC: ClassVar[bool] = False
+    """True for Go ``+structType=atomic`` types (``x-kubernetes-map-type: atomic``):
+    server-side apply replaces such an object whole instead of merging its fields."""
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, strict: bool = False) -> Self:
@@ -179,6 +199,21 @@ def strip_optional(tp: Any) -> tuple[Any, bool]:
                 return args[0], True
             return functools.reduce(operator.or_, args), True
     return tp, False
+
+
+def is_raw_object(tp: Any) -> bool:
+    """Whether ``tp`` is :data:`RawObject` (a JSON object kept as is)."""
+    origin = typing.get_origin(tp)
+    return origin is not None and origin in (dict, Mapping) and typing.get_args(tp)[1] is Any
+
+
+def encoded_default(field: dataclasses.Field[Any]) -> Any:
+    """The wire form of ``field``'s Python default (what a CRD ``default`` must say)."""
+    if field.default is not dataclasses.MISSING:
+        return _encode_value(field.default)
+    if field.default_factory is not dataclasses.MISSING:
+        return _encode_value(field.default_factory())
+    raise ValueError(f"{field.name} has no default")
 
 
 def is_int_or_string(tp: Any) -> bool:
@@ -269,6 +304,10 @@ def _decode_value(tp: Any, raw: object, path: str, meta: Mapping[str, Any], stri
         return raw
     if origin is tuple:
         return _decode_list(tp, raw, path, meta, strict)
+    if is_raw_object(tp):
+        if not isinstance(raw, Mapping):
+            raise ValidationError(path, f"must be an object, got {_type_name(raw)}")
+        return _copy_json(raw, path)
     if origin is not None and origin in (dict, Mapping):
         if not isinstance(raw, Mapping):
             raise ValidationError(path, f"must be an object, got {_type_name(raw)}")
@@ -308,6 +347,17 @@ def _decode_value(tp: Any, raw: object, path: str, meta: Mapping[str, Any], stri
         except ValueError:
             raise ValidationError(path, f"must be an RFC 3339 date-time; got {raw!r}") from None
     raise TypeError(f"{path}: unsupported model type {tp!r}")
+
+
+def _copy_json(raw: object, path: str) -> Any:
+    """A deep copy of a JSON value in plain dicts and lists (tuples become lists)."""
+    if raw is None or isinstance(raw, bool | int | float | str):
+        return raw
+    if isinstance(raw, Mapping):
+        return {str(key): _copy_json(value, f"{path}[{key}]") for key, value in raw.items()}
+    if isinstance(raw, list | tuple):
+        return [_copy_json(item, f"{path}[{index}]") for index, item in enumerate(raw)]
+    raise ValidationError(path, f"must be a JSON value, got {_type_name(raw)}")
 
 
 def _decode_list(
@@ -396,7 +446,9 @@ def _omit(field: dataclasses.Field[Any], value: object) -> bool:
 
 
 def _encode_value(value: object) -> Any:
-    if value is None or (isinstance(value, bool | int | str) and not isinstance(value, enum.Enum)):
+    if value is None or (
+        isinstance(value, bool | int | float | str) and not isinstance(value, enum.Enum)
+    ):
         return value
     if isinstance(value, enum.Enum):
         return value.value

@@ -73,6 +73,18 @@ MULTI_CLUSTER_INGRESSES = Resource(
     "networking.karmada.io", "v1alpha1", "multiclusteringresses", "MultiClusterIngress",
     namespaced=True,
 )
+PROPAGATION_POLICIES = Resource(
+    "policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy", namespaced=True
+)
+CLUSTER_PROPAGATION_POLICIES = Resource(
+    "policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy",
+    namespaced=False,
+)
 RESOURCE_BINDINGS = Resource(
     "work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", namespaced=True
 )
+CLUSTER_RESOURCE_BINDINGS = Resource(
+    "work.karmada.io", "v1alpha2", "clusterresourcebindings", "ClusterResourceBinding",
+    namespaced=False,
+)
+WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work", namespaced=True)

@@ -1,0 +1,39 @@
+"""The controller manager's controllers: one explicit table, in the order they start.
+
+``--controllers`` selects from :data:`TABLE` by name (``'*,-execution'``).
+Adding a controller means adding a row here; nothing registers itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.detector import controller as detector
+from clusterhealth_core.kube import resources
+
+TABLE: tuple[manager.Entry, ...] = (
+    manager.Entry("detector", "resource templates matched to propagation policies -> bindings",
+                  detector.Detector),
+)
+NAMES: list[str] = [entry.name for entry in TABLE]
+NEEDS: dict[str, tuple[resources.Resource, ...]] = {
+    "detector": (resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES,
+                 resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
+}
+"""The APIs each controller cannot start without (checked once at start-up)."""
+
+
+def selected(names: Sequence[str]) -> list[manager.Entry]:
+    """The table's entries named in ``names``, in the table's order."""
+    return [entry for entry in TABLE if entry.name in names]
+
+
+def needed(names: Sequence[str]) -> list[resources.Resource]:
+    """Every API the selected controllers need, once each."""
+    found: list[resources.Resource] = []
+    for name in names:
+        for resource in NEEDS.get(name, ()):
+            if resource not in found:
+                found.append(resource)
+    return found

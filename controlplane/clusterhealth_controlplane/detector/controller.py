@@ -1,0 +1,275 @@
+"""The detector's API side: watch templates and policies, write claims and bindings.
+
+* Policies (PropagationPolicy, ClusterPropagationPolicy) and bindings are
+  cached by shared informers.  The kinds the policies select are resolved
+  through discovery and get an informer each, started when a policy first
+  names them (a kind no API serves is logged and tried again later).
+* A key is one template (``apiVersion|kind|namespace|name``).  Its reconcile
+  asks :func:`decision.choose` which policy claims it, records the claim on
+  the template (Karmada's labels and annotations, with our own field manager)
+  and applies the binding's detector-owned fields (the scheduler owns
+  ``spec.clusters``).
+* A template that is gone or being deleted takes its binding with it (the
+  binding's Works, and so the member objects, follow).  A template whose
+  policy is deleted loses the claim and keeps its binding, as in Karmada.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.detector import decision
+from clusterhealth_core import reconcile
+from clusterhealth_core.api import meta, policy
+from clusterhealth_core.kube import discovery, errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "detector"
+FIELD_MANAGER = "clusterhealth-detector"
+MANAGED_BY = "clusterhealth.io/managed-by"
+"""Label on the bindings the detector made (it deletes only those)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateKey:
+    """One resource template: its apiVersion, kind, namespace (or "") and name."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return "|".join((self.api_version, self.kind, self.namespace, self.name))
+
+    @classmethod
+    def parse(cls, text: str) -> TemplateKey:
+        """The inverse of ``str()``."""
+        api_version, kind, namespace, name = text.split("|")
+        return cls(api_version, kind, namespace, name)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> TemplateKey:
+        """The key of a template object."""
+        meta_ = obj.get("metadata") or {}
+        return cls(str(obj.get("apiVersion")), str(obj.get("kind")),
+                   str(meta_.get("namespace") or ""), str(meta_["name"]))
+
+
+def _spec_of(obj: Mapping[str, Any] | None) -> Any:
+    """What of a template matters to its binding and claim: all but status and bookkeeping."""
+    if obj is None:
+        return None
+    meta_ = {k: v for k, v in (obj.get("metadata") or {}).items()
+             if k not in ("resourceVersion", "managedFields", "generation")}
+    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta_}
+
+
+def binding_fields(obj: informer.Object) -> informer.Object:
+    """A binding as the detector needs it: metadata labels and ``spec.resource``."""
+    meta_ = obj.get("metadata") or {}
+    return {"metadata": {k: meta_[k] for k in ("name", "namespace", "labels", "resourceVersion",
+                                               "uid") if k in meta_},
+            "spec": {"resource": ((obj.get("spec") or {}).get("resource") or {})}}
+
+
+class Detector:
+    """Templates -> claims and bindings, for every kind a policy selects."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.resync_period = context.resync_period
+        self.discovery = discovery.Discovery(term.api)
+        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS,
+                                                transform=binding_fields)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS,
+                                                        transform=binding_fields)
+        self.templates: dict[tuple[str, str], informer.Informer] = {}
+        """One informer per selected kind, by (apiVersion, kind)."""
+        self.resources: dict[tuple[str, str], resources.Resource] = {}
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_template, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers),
+            on_terminal=self._terminal)
+        self.kinds = reconcile.Controller(
+            f"{CONTROLLER}-kinds", self.reconcile_kind, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=1))
+        self.policies.add_handler(self._on_policy)
+        self.cluster_policies.add_handler(self._on_policy)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the policy caches and every started template cache have loaded."""
+        return (self.policies.synced and self.cluster_policies.synced
+                and self.bindings.synced and self.cluster_bindings.synced
+                and all(i.synced for i in self.templates.values()))
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.policies, self.cluster_policies, self.bindings, self.cluster_bindings):
+            await cache.wait_synced()
+        for api_version, kind in sorted(kinds_selected(self.parsed_policies())):
+            self.kinds.enqueue(f"{api_version}|{kind}")
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.kinds.run(), name=f"{CONTROLLER}-kinds")
+            group.create_task(self.controller.run(), name=CONTROLLER)
+
+    # --- policies and the kinds they select ------------------------------
+
+    def parsed_policies(self) -> list[decision.Policy]:
+        """Every cached policy that parses (a malformed one is logged, not used)."""
+        found: list[decision.Policy] = []
+        for kind, cache in ((decision.PP, self.policies), (decision.CPP, self.cluster_policies)):
+            for obj in cache.store.values():
+                parsed = _parse(kind, obj)
+                if parsed is not None:
+                    found.append(parsed)
+        return found
+
+    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if old is not None and event != "DELETED" and obj.get("spec") == old.get("spec"):
+            return
+        for body in (obj, old):
+            for selector in ((body or {}).get("spec") or {}).get("resourceSelectors") or []:
+                self.kinds.enqueue(f"{selector.get('apiVersion')}|{selector.get('kind')}")
+
+    async def reconcile_kind(self, key: str) -> reconcile.Result | None:
+        """Make sure the kind has a template informer; queue all of its templates."""
+        api_version, kind = key.split("|", 1)
+        cache = self.templates.get((api_version, kind))
+        if cache is None:
+            try:
+                resource = await self.discovery.resource(api_version, kind)
+            except discovery.NotServed:
+                log.warning("a policy selects %s %s, which this API server does not serve; "
+                            "asking again later", kind, api_version)
+                return reconcile.Result(requeue_after=30.0)
+            cache = self.term.informers.informer(resource)
+            self.resources[(api_version, kind)] = resource
+            self.templates[(api_version, kind)] = cache
+            cache.add_handler(self._on_template)
+            await cache.wait_synced()
+        for obj in cache.store.values():
+            self.controller.enqueue(str(TemplateKey.of(_with_kind(obj, api_version, kind))))
+        return reconcile.Result(requeue_after=self.resync_period)  # the safety net
+
+    def _on_template(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "MODIFIED" and _spec_of(obj) == _spec_of(old):
+            return  # a status write: nothing the binding carries changed
+        self.controller.enqueue(str(TemplateKey.of(obj)))
+
+    # --- templates ---------------------------------------------------------
+
+    async def reconcile_template(self, text: str) -> reconcile.Result | None:
+        """Claim and bind one template (or remove its binding when it is gone)."""
+        key = TemplateKey.parse(text)
+        cache = self.templates.get((key.api_version, key.kind))
+        resource = self.resources.get((key.api_version, key.kind))
+        if cache is None or resource is None:
+            return None  # its kind is no longer selected: nothing is watched for it
+        store_key = f"{key.namespace}/{key.name}" if key.namespace else key.name
+        obj = cache.store.get(store_key)
+        if obj is not None:
+            obj = _with_kind(obj, key.api_version, key.kind)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            await self._delete_binding(key)
+            return None
+        chosen = decision.choose(obj, self.parsed_policies())
+        if chosen is None:
+            if decision.claim_of(obj) is not None:
+                await self._write_claim(resource, obj, None)
+            return None
+        await self._write_claim(resource, obj, chosen)
+        await self._apply_binding(obj, chosen)
+        return None
+
+    async def _write_claim(self, resource: resources.Resource, obj: Mapping[str, Any],
+                           chosen: decision.Policy | None) -> None:
+        labels, annotations = decision.claim_marks(chosen) if chosen else ({}, {})
+        meta_ = obj.get("metadata") or {}
+        have_labels = {k: v for k, v in (meta_.get("labels") or {}).items()
+                       if k in (decision.PP_ID, decision.CPP_ID)}
+        have_annotations = {k: v for k, v in (meta_.get("annotations") or {}).items()
+                            if k in (decision.PP_NAME, decision.PP_NAMESPACE, decision.CPP_NAME)}
+        if have_labels == labels and have_annotations == annotations:
+            return
+        body: dict[str, Any] = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                                "metadata": {"name": meta_["name"], "labels": labels,
+                                             "annotations": annotations}}
+        if meta_.get("namespace"):
+            body["metadata"]["namespace"] = meta_["namespace"]
+        with contextlib.suppress(errors.NotFound):  # deleted meanwhile: its event follows
+            await self.api.apply(resource, body, field_manager=FIELD_MANAGER)
+
+    async def _apply_binding(self, obj: Mapping[str, Any], chosen: decision.Policy) -> None:
+        meta_ = obj["metadata"]
+        namespace = meta_.get("namespace")
+        target = resources.RESOURCE_BINDINGS if namespace else resources.CLUSTER_RESOURCE_BINDINGS
+        labels, annotations = decision.claim_marks(chosen)
+        metadata: dict[str, Any] = {
+            "name": decision.binding_name(obj["kind"], meta_["name"]),
+            "labels": {**labels, MANAGED_BY: FIELD_MANAGER},
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                                 "name": meta_["name"], "uid": meta_["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        }
+        if namespace:
+            metadata["namespace"] = namespace
+        await self.api.apply(target, {"metadata": metadata,
+                                      "spec": decision.binding_spec(obj, chosen)},
+                             field_manager=FIELD_MANAGER)
+
+    async def _delete_binding(self, key: TemplateKey) -> None:
+        name = decision.binding_name(key.kind, key.name)
+        cache, target = ((self.bindings, resources.RESOURCE_BINDINGS) if key.namespace
+                         else (self.cluster_bindings, resources.CLUSTER_RESOURCE_BINDINGS))
+        found = cache.store.get(f"{key.namespace}/{name}" if key.namespace else name)
+        if found is None:
+            return
+        reference = (found.get("spec") or {}).get("resource") or {}
+        if ((found["metadata"].get("labels") or {}).get(MANAGED_BY) != FIELD_MANAGER
+                or reference.get("kind") != key.kind or reference.get("name") != key.name):
+            return  # not ours, or for another template
+        log.info("template %s %s/%s is gone: deleting binding %s", key.kind, key.namespace,
+                 key.name, name)
+        await self.api.delete(target, name, namespace=key.namespace or None, missing_ok=True)
+
+    async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
+        log.warning("detector: %s: %s", key, exc)
+
+
+def _with_kind(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    """List items may lack apiVersion and kind; templates need them."""
+    if obj.get("apiVersion") and obj.get("kind"):
+        return obj
+    return {**obj, "apiVersion": api_version, "kind": kind}
+
+
+def _parse(kind: str, obj: Mapping[str, Any]) -> decision.Policy | None:
+    meta_ = obj.get("metadata") or {}
+    try:
+        spec = policy.PropagationSpec.from_dict(obj.get("spec") or {})
+    except meta.ValidationError as exc:  # the CRD schema should have stopped it
+        log.error("ignoring malformed %s %s: %s", kind, meta_.get("name"), exc)
+        return None
+    if meta_.get("deletionTimestamp"):
+        return None
+    return decision.Policy(kind, meta_.get("namespace") if kind == decision.PP else None,
+                           str(meta_.get("name")), str(meta_.get("uid", "")), spec)
+
+
+def kinds_selected(policies: Iterable[decision.Policy]) -> set[tuple[str, str]]:
+    """Every (apiVersion, kind) some policy selects."""
+    return {(s.api_version, s.kind) for p in policies for s in p.spec.resource_selectors}

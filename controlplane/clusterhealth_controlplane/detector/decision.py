@@ -1,0 +1,300 @@
+"""Which policy claims a resource template, and the binding it gets: pure, table-tested.
+
+Karmada's rules, as its detector applies them:
+
+* A template is matched by a policy when one of the policy's
+  ``resourceSelectors`` selects it: same apiVersion and kind; the namespace,
+  when the selector names one (a PropagationPolicy only ever selects in its
+  own namespace); then the name, else the label selector, else nothing more.
+  The selector that matched gives the *implicit* priority: by name (3) over
+  by label selector (2) over by kind alone (1).
+* Among the matching policies a PropagationPolicy beats a
+  ClusterPropagationPolicy; then the higher ``spec.priority``; then the
+  higher implicit priority; then the name, alphabetically.
+* A claimed template stays with its policy while that policy exists and
+  still selects it, unless a better policy may preempt it
+  (``spec.preemption: Always``): a PropagationPolicy preempts a
+  ClusterPropagationPolicy, and a policy of the same kind preempts one of
+  lower ``spec.priority``.
+* Templates in the namespaces Karmada reserves are never propagated.
+
+The binding (``<name>-<kind>``, lower case) carries the template's reference
+(with its ``resourceVersion``, so that a changed template changes its binding
+and the binding controller re-renders its Works), its replicas and per-replica
+requirements, and the policy's placement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from clusterhealth_core.api import policy
+
+PP = "PropagationPolicy"
+CPP = "ClusterPropagationPolicy"
+
+# the claim, on the template and on its binding (Karmada's keys)
+PP_NAME = "propagationpolicy.karmada.io/name"
+PP_NAMESPACE = "propagationpolicy.karmada.io/namespace"
+PP_ID = "propagationpolicy.karmada.io/permanent-id"
+CPP_NAME = "clusterpropagationpolicy.karmada.io/name"
+CPP_ID = "clusterpropagationpolicy.karmada.io/permanent-id"
+
+PRIORITY_NAME = 3
+PRIORITY_LABELS = 2
+PRIORITY_KIND = 1
+
+RESERVED_NAMESPACES = ("karmada-system", "karmada-cluster", "karmada-es-")
+"""Karmada's own namespaces (``karmada-es-*`` by prefix) and ``kube-*``: never propagated."""
+
+REPLICA_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
+"""Kinds whose ``spec.replicas`` the scheduler divides (Karmada's default interpreter)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A PropagationPolicy or ClusterPropagationPolicy as the detector sees it."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    spec: policy.PropagationSpec
+
+    @property
+    def key(self) -> str:
+        """``PropagationPolicy/ns/name`` or ``ClusterPropagationPolicy/name``."""
+        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace \
+            else f"{self.kind}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """Which policy a template (or binding) is claimed by, from its labels and annotations."""
+
+    kind: str
+    namespace: str | None
+    name: str
+
+
+def reserved(namespace: str | None) -> bool:
+    """Whether templates in ``namespace`` are never propagated."""
+    if not namespace:
+        return False
+    return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
+            or namespace.startswith("kube-"))
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def labels_match(selector: policy.LabelSelector, labels: Mapping[str, str]) -> bool:
+    """Kubernetes label-selector semantics (an empty selector matches everything)."""
+    for key, value in selector.match_labels.items():
+        if labels.get(key) != value:
+            return False
+    for requirement in selector.match_expressions:
+        operator = requirement.operator.value
+        present = requirement.key in labels
+        if operator == "In" and not (present and labels[requirement.key] in requirement.values):
+            return False
+        if operator == "NotIn" and present and labels[requirement.key] in requirement.values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def selector_priority(selector: policy.ResourceSelector, obj: Mapping[str, Any],
+                      policy_namespace: str | None) -> int:
+    """How specifically ``selector`` selects ``obj``: 3 by name, 2 by labels, 1 by kind, 0 not."""
+    meta = obj.get("metadata") or {}
+    if selector.api_version != obj.get("apiVersion") or selector.kind != obj.get("kind"):
+        return 0
+    namespace = meta.get("namespace")
+    wanted_namespace = policy_namespace or selector.namespace
+    if wanted_namespace and namespace != wanted_namespace:
+        return 0
+    if selector.name:
+        return PRIORITY_NAME if selector.name == meta.get("name") else 0
+    if selector.label_selector is not None:
+        return PRIORITY_LABELS if labels_match(selector.label_selector,
+                                               meta.get("labels") or {}) else 0
+    return PRIORITY_KIND
+
+
+def implicit_priority(candidate: Policy, obj: Mapping[str, Any]) -> int:
+    """The best priority among the policy's selectors for ``obj`` (0: not selected)."""
+    return max((selector_priority(s, obj, candidate.namespace)
+                for s in candidate.spec.resource_selectors), default=0)
+
+
+def _rank(candidate: Policy, obj: Mapping[str, Any]) -> tuple[int, int, int]:
+    return (1 if candidate.kind == PP else 0, candidate.spec.priority,
+            implicit_priority(candidate, obj))
+
+
+def best_policy(obj: Mapping[str, Any], candidates: Iterable[Policy]) -> Policy | None:
+    """The policy that should claim ``obj`` among ``candidates`` (None: none selects it)."""
+    matching = [c for c in candidates if implicit_priority(c, obj) > 0
+                and (c.kind == CPP or c.namespace == (obj.get("metadata") or {}).get("namespace"))]
+    if not matching:
+        return None
+    # highest rank first, then the name alphabetically
+    return min(matching, key=lambda c: (tuple(-v for v in _rank(c, obj)), c.name))
+
+
+def claim_of(obj: Mapping[str, Any]) -> Claim | None:
+    """The policy ``obj`` is claimed by, from Karmada's annotations (or labels)."""
+    meta = obj.get("metadata") or {}
+    marks = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+    if marks.get(PP_NAME):
+        return Claim(PP, marks.get(PP_NAMESPACE) or meta.get("namespace"), marks[PP_NAME])
+    if marks.get(CPP_NAME):
+        return Claim(CPP, None, marks[CPP_NAME])
+    return None
+
+
+def _preempts(better: Policy, current: Policy) -> bool:
+    if better.spec.preemption != policy.PreemptionBehavior.ALWAYS:
+        return False
+    if better.kind == PP and current.kind == CPP:
+        return True
+    return better.kind == current.kind and better.spec.priority > current.spec.priority
+
+
+def choose(obj: Mapping[str, Any], candidates: Sequence[Policy]) -> Policy | None:
+    """The policy that claims ``obj`` now: its current claimant, unless gone or preempted."""
+    meta = obj.get("metadata") or {}
+    if reserved(meta.get("namespace")):
+        return None
+    best = best_policy(obj, candidates)
+    claim = claim_of(obj)
+    if claim is None:
+        return best
+    current = next((c for c in candidates if c.kind == claim.kind and c.name == claim.name
+                    and (c.namespace or None) == (claim.namespace if claim.kind == PP else None)),
+                   None)
+    if current is None or implicit_priority(current, obj) == 0:
+        return best
+    if best is not None and best is not current and _preempts(best, current):
+        return best
+    return current
+
+
+def claim_marks(chosen: Policy) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations that record ``chosen``'s claim (Karmada's keys)."""
+    if chosen.kind == PP:
+        return ({PP_ID: chosen.uid},
+                {PP_NAME: chosen.name, PP_NAMESPACE: chosen.namespace or ""})
+    return {CPP_ID: chosen.uid}, {CPP_NAME: chosen.name}
+
+
+def binding_name(kind: str, name: str) -> str:
+    """Karmada's binding name for a template: ``<name>-<kind>``, lower case."""
+    return f"{name}-{kind.lower()}"
+
+
+def _quantity_sum(values: Iterable[str]) -> str | None:
+    """Sum CPU or memory quantities written as Kubernetes does (m, Ki/Mi/Gi, plain)."""
+    total = 0.0
+    seen = False
+    milli = False
+    for text in values:
+        seen = True
+        value, unit_milli = parse_quantity(text)
+        milli = milli or unit_milli
+        total += value
+    if not seen:
+        return None
+    if milli:
+        return f"{round(total * 1000)}m"
+    return str(int(total)) if total == int(total) else str(total)
+
+
+_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def parse_quantity(text: str) -> tuple[float, bool]:
+    """A Kubernetes quantity as a number (and whether it was written in milli-units)."""
+    text = str(text).strip()
+    if text.endswith("m"):
+        return float(text[:-1]) / 1000, True
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[:-len(suffix)]) * _SUFFIXES[suffix], False
+    return float(text), False
+
+
+def replica_requirements(obj: Mapping[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """``(replicas, replicaRequirements)`` of a template, as Karmada's default interpreter.
+
+    Deployments, StatefulSets and ReplicaSets: ``spec.replicas`` (default 1)
+    and, per replica, the sum of the containers' requests and the pod's
+    node claim (node selector, tolerations, required node affinity).  Other
+    kinds: no replicas.
+    """
+    if (_group(str(obj.get("apiVersion", ""))), obj.get("kind")) not in REPLICA_KINDS:
+        return 0, None
+    spec = obj.get("spec") or {}
+    replicas = spec.get("replicas")
+    replicas = 1 if replicas is None else int(replicas)
+    pod = ((spec.get("template") or {}).get("spec")) or {}
+    requests: dict[str, list[str]] = {}
+    for container in pod.get("containers") or []:
+        for resource, quantity in ((container.get("resources") or {}).get("requests")
+                                   or {}).items():
+            requests.setdefault(resource, []).append(str(quantity))
+    summed = {k: v for k, v in ((k, _quantity_sum(q)) for k, q in requests.items())
+              if v is not None}
+    requirements: dict[str, Any] = {}
+    if summed:
+        requirements["resourceRequest"] = dict(sorted(summed.items()))
+    claim: dict[str, Any] = {}
+    if pod.get("nodeSelector"):
+        claim["nodeSelector"] = dict(pod["nodeSelector"])
+    if pod.get("tolerations"):
+        claim["tolerations"] = list(pod["tolerations"])
+    required = ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if required:
+        claim["hardNodeAffinity"] = required
+    if claim:
+        requirements["nodeClaim"] = claim
+    if pod.get("priorityClassName"):
+        requirements["priorityClassName"] = pod["priorityClassName"]
+    if requirements:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if namespace:
+            requirements["namespace"] = namespace
+    return replicas, requirements or None
+
+
+def binding_spec(obj: Mapping[str, Any], chosen: Policy) -> dict[str, Any]:
+    """The binding fields the detector owns, in wire shape."""
+    meta = obj.get("metadata") or {}
+    reference: dict[str, Any] = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+                                 "name": meta["name"]}
+    for key, wire_key in (("namespace", "namespace"), ("uid", "uid"),
+                          ("resourceVersion", "resourceVersion")):
+        if meta.get(key):
+            reference[wire_key] = meta[key]
+    replicas, requirements = replica_requirements(obj)
+    spec: dict[str, Any] = {"resource": reference,
+                            "placement": chosen.spec.placement.to_dict(),
+                            "propagateDeps": chosen.spec.propagate_deps,
+                            "conflictResolution": chosen.spec.conflict_resolution.value,
+                            "schedulerName": chosen.spec.scheduler_name}
+    if replicas:
+        spec["replicas"] = replicas
+    if requirements:
+        spec["replicaRequirements"] = requirements
+    if chosen.spec.failover is not None:
+        spec["failover"] = chosen.spec.failover.to_dict()
+    return spec

@@ -1,0 +1,90 @@
+"""Several controllers in one process and one term of leadership, as Karmada's manager.
+
+Karmada runs its controllers in one ``karmada-controller-manager`` behind one
+Lease, each switchable with ``--controllers``.  :class:`Manager` is that
+composite for our runtime: the term (fenced client, shared informers, Event
+recorder) is made once by :class:`clusterhealth_core.runner.ElectedController`,
+every selected controller is built from a :class:`Context` over it, and the
+manager is synced when all of them are and runs them all until cancelled (one
+failing ends the term, so that a fresh one starts from clean caches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from clusterhealth_core import members, runner
+from clusterhealth_core.kube import informer, resources
+
+CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
+"""Where Karmada keeps the members' credential Secrets (``Cluster.spec.secretRef``)."""
+
+
+def secret_fields(obj: informer.Object) -> informer.Object:
+    """A Secret as the member pool needs it: name, version and data, nothing else."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion", "uid")
+                         if k in meta}, "data": obj.get("data") or {}}
+
+
+@dataclasses.dataclass
+class Context:
+    """What every controller of the manager is built from."""
+
+    term: runner.Term
+    workers: int
+    resync_period: float
+    secret_namespace: str = CLUSTER_SECRET_NAMESPACE
+    _members: members.MemberClients | None = None
+
+    @property
+    def members(self) -> members.MemberClients:
+        """The member-client pool, shared by every controller of the term (made on first use)."""
+        if self._members is None:
+            secrets = self.term.informers.informer(
+                resources.SECRETS, namespace=self.secret_namespace, transform=secret_fields)
+            self._members = members.MemberClients(self.term.api, secrets=secrets,
+                                                  user_agent="clusterhealth-controlplane")
+        return self._members
+
+    async def close(self) -> None:
+        """Close the member clients made during the term."""
+        if self._members is not None:
+            await self._members.close()
+            self._members = None
+
+
+Factory = Callable[[Context], runner.Controller]
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One row of the controller table: its ``--controllers`` name and how to build it."""
+
+    name: str
+    summary: str
+    make: Factory
+
+
+class Manager:
+    """The selected controllers of one term, as one :class:`runner.Controller`."""
+
+    def __init__(self, context: Context, entries: Sequence[Entry]) -> None:
+        self.context = context
+        self.parts = {entry.name: entry.make(context) for entry in entries}
+
+    @property
+    def synced(self) -> bool:
+        """Whether every controller's caches have loaded."""
+        return all(part.synced for part in self.parts.values())
+
+    async def run(self) -> None:
+        """Run every controller until cancelled (or until one fails)."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for name, part in self.parts.items():
+                    group.create_task(part.run(), name=f"controller:{name}")
+        finally:
+            await self.context.close()

@@ -1,7 +1,7 @@
 """The detector's API side: watch templates and policies, write claims and bindings.
 
-* Policies (PropagationPolicy, ClusterPropagationPolicy) and bindings are
-  cached by shared informers.  The kinds the policies select are resolved
+* Policies (PropagationPolicy, ClusterPropagationPolicy) are cached by
+  shared informers.  The kinds the policies select are resolved
   through discovery and get an informer each, started when a policy first
   names them (a kind no API serves is logged and tried again later).
 * A key is one template (``apiVersion|kind|namespace|name``).  Its reconcile
@@ -72,14 +72,6 @@ def _spec_of(obj: Mapping[str, Any] | None) -> Any:
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta_}
 
 
-def binding_fields(obj: informer.Object) -> informer.Object:
-    """A binding as the detector needs it: metadata labels and ``spec.resource``."""
-    meta_ = obj.get("metadata") or {}
-    return {"metadata": {k: meta_[k] for k in ("name", "namespace", "labels", "resourceVersion",
-                                               "uid") if k in meta_},
-            "spec": {"resource": ((obj.get("spec") or {}).get("resource") or {})}}
-
-
 class Detector:
     """Templates -> claims and bindings, for every kind a policy selects."""
 
@@ -91,10 +83,6 @@ class Detector:
         self.discovery = discovery.Discovery(term.api)
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS,
-                                                transform=binding_fields)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS,
-                                                        transform=binding_fields)
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
@@ -112,12 +100,11 @@ class Detector:
     def synced(self) -> bool:
         """Whether the policy caches and every started template cache have loaded."""
         return (self.policies.synced and self.cluster_policies.synced
-                and self.bindings.synced and self.cluster_bindings.synced
                 and all(i.synced for i in self.templates.values()))
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
-        for cache in (self.policies, self.cluster_policies, self.bindings, self.cluster_bindings):
+        for cache in (self.policies, self.cluster_policies):
             await cache.wait_synced()
         for api_version, kind in sorted(kinds_selected(self.parsed_policies())):
             self.kinds.enqueue(f"{api_version}|{kind}")
@@ -233,10 +220,14 @@ class Detector:
 
     async def _delete_binding(self, key: TemplateKey) -> None:
         name = decision.binding_name(key.kind, key.name)
-        cache, target = ((self.bindings, resources.RESOURCE_BINDINGS) if key.namespace
-                         else (self.cluster_bindings, resources.CLUSTER_RESOURCE_BINDINGS))
-        found = cache.store.get(f"{key.namespace}/{name}" if key.namespace else name)
-        if found is None:
+        namespace = key.namespace or None
+        target = (resources.RESOURCE_BINDINGS if key.namespace
+                  else resources.CLUSTER_RESOURCE_BINDINGS)
+        # Read it from the server, not the cache: a binding written a moment ago
+        # may not be cached yet, and deletions are rare.
+        try:
+            found = await self.api.get(target, name, namespace=namespace)
+        except errors.NotFound:
             return
         reference = (found.get("spec") or {}).get("resource") or {}
         if ((found["metadata"].get("labels") or {}).get(MANAGED_BY) != FIELD_MANAGER
@@ -244,7 +235,7 @@ class Detector:
             return  # not ours, or for another template
         log.info("template %s %s/%s is gone: deleting binding %s", key.kind, key.namespace,
                  key.name, name)
-        await self.api.delete(target, name, namespace=key.namespace or None, missing_ok=True)
+        await self.api.delete(target, name, namespace=namespace, missing_ok=True)
 
     async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
         log.warning("detector: %s: %s", key, exc)

@@ -1,0 +1,1 @@
+"""Control-plane tests: this folder is on ``sys.path`` for ``cpkit`` (the shared helpers)."""

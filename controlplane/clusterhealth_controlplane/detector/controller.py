@@ -25,7 +25,7 @@ from typing import Any
 
 from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.detector import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import reconcile, status
 from clusterhealth_core.api import meta, policy
 from clusterhealth_core.kube import discovery, errors, informer, resources
 
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "detector"
 FIELD_MANAGER = "clusterhealth-detector"
+POLICY_STATUS_DELAY = 1.0
+"""Seconds a policy's condition waits for more claims to move (coalesced)."""
 MANAGED_BY = "clusterhealth.io/managed-by"
 """Label on the bindings the detector made (it deletes only those)."""
 
@@ -90,6 +92,11 @@ class Detector:
             CONTROLLER, self.reconcile_template, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers),
             on_terminal=self._terminal)
+        self.policy_status = reconcile.Controller(
+            f"{CONTROLLER}-policies", self.reconcile_policy, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=1))
+        self.status_writers: dict[str, status.StatusWriter] = {}
+        """By policy kind, made in :meth:`run` (the server's schema decides how)."""
         self.kinds = reconcile.Controller(
             f"{CONTROLLER}-kinds", self.reconcile_kind, metrics=term.metrics.controllers,
             clock=term.clock, settings=reconcile.ControllerSettings(workers=1))
@@ -104,13 +111,21 @@ class Detector:
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
+        for kind, resource in ((decision.PP, resources.PROPAGATION_POLICIES),
+                               (decision.CPP, resources.CLUSTER_PROPAGATION_POLICIES)):
+            self.status_writers[kind] = await self.term.status_writer(
+                resource, FIELD_MANAGER, frozenset({"conditions"}),
+                frozenset({decision.CONDITION_SELECTED}))
         for cache in (self.policies, self.cluster_policies):
             await cache.wait_synced()
+        for candidate in self.parsed_policies():
+            self.policy_status.enqueue_after(_policy_key(candidate), POLICY_STATUS_DELAY)
         for api_version, kind in sorted(kinds_selected(self.parsed_policies())):
             self.kinds.enqueue(f"{api_version}|{kind}")
         async with asyncio.TaskGroup() as group:
             group.create_task(self.kinds.run(), name=f"{CONTROLLER}-kinds")
             group.create_task(self.controller.run(), name=CONTROLLER)
+            group.create_task(self.policy_status.run(), name=f"{CONTROLLER}-policies")
 
     # --- policies and the kinds they select ------------------------------
 
@@ -127,6 +142,11 @@ class Detector:
     def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if old is not None and event != "DELETED" and obj.get("spec") == old.get("spec"):
             return
+        if event != "DELETED":
+            meta_ = obj.get("metadata") or {}
+            kind = decision.PP if meta_.get("namespace") else decision.CPP
+            self.policy_status.enqueue_after(
+                f"{kind}|{meta_.get('namespace') or ''}|{meta_.get('name')}", POLICY_STATUS_DELAY)
         for body in (obj, old):
             for selector in ((body or {}).get("spec") or {}).get("resourceSelectors") or []:
                 self.kinds.enqueue(f"{selector.get('apiVersion')}|{selector.get('kind')}")
@@ -173,12 +193,56 @@ class Detector:
             await self._delete_binding(key)
             return None
         chosen = decision.choose(obj, self.parsed_policies())
+        before = decision.claim_of(obj)
+        if before is not None and (chosen is None or before != _claim(chosen)):
+            self.policy_status.enqueue_after(
+                f"{before.kind}|{before.namespace or ''}|{before.name}", POLICY_STATUS_DELAY)
         if chosen is None:
-            if decision.claim_of(obj) is not None:
+            if before is not None:
                 await self._write_claim(resource, obj, None)
             return None
+        if before != _claim(chosen):
+            self.policy_status.enqueue_after(_policy_key(chosen), POLICY_STATUS_DELAY)
         await self._write_claim(resource, obj, chosen)
         await self._apply_binding(obj, chosen)
+        return None
+
+    async def reconcile_policy(self, key: str) -> reconcile.Result | None:
+        """Write a policy's ``ResourcesSelected`` condition: what it claims, or why nothing."""
+        kind, namespace, name = key.split("|")
+        cache = self.policies if kind == decision.PP else self.cluster_policies
+        obj = cache.store.get(f"{namespace}/{name}" if namespace else name)
+        writer = self.status_writers.get(kind)
+        if obj is None or writer is None or not writer.writable:
+            return None
+        if len(self.controller.queue) or len(self.kinds.queue):
+            return reconcile.Result(requeue_after=POLICY_STATUS_DELAY)  # claims still moving
+        candidate = _parse(kind, obj)
+        if candidate is None:
+            return None
+        wanted = decision.Claim(kind, namespace or None, name)
+        claimed = [
+            f"{template['kind']} {template['metadata'].get('namespace') or ''}/"
+            f"{template['metadata']['name']}".replace(" /", " ")
+            for (api_version, template_kind), templates in self.templates.items()
+            for template in (_with_kind(t, api_version, template_kind)
+                             for t in templates.store.values())
+            if decision.claim_of(template) == wanted]
+        ok, reason, message = decision.selection_verdict(candidate, claimed)
+        now = self.term.clock.now().replace(microsecond=0)
+        condition = meta.Condition(
+            type=decision.CONDITION_SELECTED,
+            status=meta.ConditionStatus.TRUE if ok else meta.ConditionStatus.FALSE,
+            observed_generation=(obj.get("metadata") or {}).get("generation"),
+            last_transition_time=now, reason=reason, message=meta.bound_message(message))
+        live = status.live_conditions(obj)
+        kept = status.keep_transition_times(live, [condition])
+        current = meta.find_condition(live, decision.CONDITION_SELECTED)
+        if current is not None and current.to_dict() == kept[0].to_dict():
+            return None
+        with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+            await writer.write(name, {"conditions": [c.to_dict() for c in kept]},
+                               namespace=namespace or None)
         return None
 
     async def _write_claim(self, resource: resources.Resource, obj: Mapping[str, Any],
@@ -259,6 +323,14 @@ def _parse(kind: str, obj: Mapping[str, Any]) -> decision.Policy | None:
         return None
     return decision.Policy(kind, meta_.get("namespace") if kind == decision.PP else None,
                            str(meta_.get("name")), str(meta_.get("uid", "")), spec)
+
+
+def _claim(chosen: decision.Policy) -> decision.Claim:
+    return decision.Claim(chosen.kind, chosen.namespace, chosen.name)
+
+
+def _policy_key(candidate: decision.Policy) -> str:
+    return f"{candidate.kind}|{candidate.namespace or ''}|{candidate.name}"
 
 
 def kinds_selected(policies: Iterable[decision.Policy]) -> set[tuple[str, str]]:

@@ -42,6 +42,11 @@ PP_ID = "propagationpolicy.karmada.io/permanent-id"
 CPP_NAME = "clusterpropagationpolicy.karmada.io/name"
 CPP_ID = "clusterpropagationpolicy.karmada.io/permanent-id"
 
+CONDITION_SELECTED = "ResourcesSelected"
+"""A policy's condition (beyond Karmada): whether it claims any resource template."""
+REASON_SELECTED = "Selected"
+REASON_NO_MATCH = "NoMatchingResource"
+
 PRIORITY_NAME = 3
 PRIORITY_LABELS = 2
 PRIORITY_KIND = 1
@@ -298,3 +303,31 @@ def binding_spec(obj: Mapping[str, Any], chosen: Policy) -> dict[str, Any]:
     if chosen.spec.failover is not None:
         spec["failover"] = chosen.spec.failover.to_dict()
     return spec
+
+
+def describe_selector(selector: policy.ResourceSelector) -> str:
+    """``Deployment apps/v1 name=nginx`` (or ``labels=...``, or the kind alone)."""
+    text = f"{selector.kind} {selector.api_version}"
+    if selector.namespace:
+        text += f" namespace={selector.namespace}"
+    if selector.name:
+        text += f" name={selector.name}"
+    elif selector.label_selector is not None:
+        text += " labels=" + ",".join(
+            [f"{k}={v}" for k, v in sorted(selector.label_selector.match_labels.items())]
+            + [f"{r.key} {r.operator.value} {list(r.values)}"
+               for r in selector.label_selector.match_expressions])
+    return text
+
+
+def selection_verdict(candidate: Policy, claimed: Sequence[str]) -> tuple[bool, str, str]:
+    """The policy's ``ResourcesSelected`` condition: ``(ok, reason, message)``."""
+    if claimed:
+        shown = ", ".join(sorted(claimed)[:10])
+        more = f" and {len(claimed) - 10} more" if len(claimed) > 10 else ""
+        return True, REASON_SELECTED, f"claims {len(claimed)} resource template(s): {shown}{more}"
+    where = f" in namespace {candidate.namespace}" if candidate.namespace else ""
+    selectors = "; ".join(describe_selector(s) for s in candidate.spec.resource_selectors)
+    return (False, REASON_NO_MATCH,
+            f"no resource template{where} is claimed by this policy: none matches its "
+            f"resourceSelectors ({selectors}), or another policy claims them")

@@ -175,3 +175,15 @@ def test_binding_spec_carries_the_reference_replicas_and_placement() -> None:
     assert parsed.replica_scheduling is not None
     assert parsed.replica_scheduling.replica_scheduling_type == policy.ReplicaSchedulingType.DIVIDED
     assert decision.binding_name("Deployment", "nginx") == "nginx-deployment"
+
+
+def test_selection_verdict_names_what_is_claimed_or_why_nothing() -> None:
+    mine = pp("p", [BY_NAME, BY_LABEL])
+    assert decision.selection_verdict(mine, ["Deployment default/nginx"]) == (
+        True, decision.REASON_SELECTED, "claims 1 resource template(s): Deployment default/nginx")
+    ok, reason, message = decision.selection_verdict(mine, [])
+    assert (ok, reason) == (False, decision.REASON_NO_MATCH)
+    assert "in namespace default" in message
+    assert "Deployment apps/v1 name=nginx; Deployment apps/v1 labels=app=nginx" in message
+    many = [f"ConfigMap default/c{i:02d}" for i in range(12)]
+    assert decision.selection_verdict(mine, many)[2].endswith("c09 and 2 more")

@@ -133,3 +133,29 @@ async def test_templates_in_karmadas_namespaces_are_not_propagated(
         # the ordinary namespace's ConfigMap is bound; by then the reserved one would be too
         await waiting.eventually(lambda: binding(api, other, "c-configmap"))
         assert await binding(api, ns, "c-configmap") is None
+
+
+async def test_a_policy_selecting_nothing_says_so_until_a_template_appears(
+        env: environment.LocalEnvironment) -> None:
+    async with env.client() as api, cpkit.running_manager(api, ["detector"]):
+        ns = await cpkit.make_namespace(api)
+        await api.create(resources.PROPAGATION_POLICIES, cpkit.propagation_policy(
+            "lonely", ns, [BY_NAME]), namespace=ns)
+
+        async def selected(status: str) -> dict[str, Any] | None:
+            obj = await api.get(resources.PROPAGATION_POLICIES, "lonely", namespace=ns)
+            for condition in (obj.get("status") or {}).get("conditions") or []:
+                if condition["type"] == decision.CONDITION_SELECTED \
+                        and condition["status"] == status:
+                    return dict(condition)
+            return None
+        empty = await waiting.eventually(lambda: selected("False"))
+        assert empty["reason"] == decision.REASON_NO_MATCH
+        assert "Deployment apps/v1 name=nginx" in empty["message"]
+        # nothing was bound meanwhile
+        listing = await api.list(resources.RESOURCE_BINDINGS, namespace=ns)
+        assert listing["items"] == []
+
+        await api.create(resources.DEPLOYMENTS, cpkit.deployment("nginx", ns), namespace=ns)
+        claimed = await waiting.eventually(lambda: selected("True"))
+        assert claimed["message"] == f"claims 1 resource template(s): Deployment {ns}/nginx"

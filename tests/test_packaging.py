@@ -8,6 +8,7 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import sys
+import zipfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -17,6 +18,9 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir",
                     str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
     (wheel,) = wheels.glob("clusterhealth-*.whl")
+    with zipfile.ZipFile(wheel) as contents:
+        # the local environment's kwok stages are data, not code: they must ship too
+        assert "clusterhealth_localenv/data/kwok-stages.yaml" in contents.namelist()
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
@@ -24,7 +28,8 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
                    capture_output=True, timeout=300)
     for module, prog in (("clusterhealth_agent", "clusterhealth-agent"),
                          ("clusterhealth_remedy", "clusterhealth-remedy"),
-                         ("clusterhealth_mci", "clusterhealth-mci")):
+                         ("clusterhealth_mci", "clusterhealth-mci"),
+                         ("clusterhealth_controlplane", "clusterhealth-controlplane")):
         shown = subprocess.run([python, "-m", module, "--help"], capture_output=True, text=True,
                                cwd=tmp_path, timeout=60, check=False)
         assert shown.returncode == 0, shown.stderr

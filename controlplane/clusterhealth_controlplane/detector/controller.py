@@ -72,14 +72,6 @@ def _spec_of(obj: Mapping[str, Any] | None) -> Any:
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta_}
 
 
-def binding_fields(obj: informer.Object) -> informer.Object:
-    """A binding as the detector needs it: metadata labels and ``spec.resource``."""
-    meta_ = obj.get("metadata") or {}
-    return {"metadata": {k: meta_[k] for k in ("name", "namespace", "labels", "resourceVersion",
-                                               "uid") if k in meta_},
-            "spec": {"resource": ((obj.get("spec") or {}).get("resource") or {})}}
-
-
 class Detector:
     """Templates -> claims and bindings, for every kind a policy selects."""
 
@@ -91,10 +83,9 @@ class Detector:
         self.discovery = discovery.Discovery(term.api)
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS,
-                                                transform=binding_fields)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS,
-                                                        transform=binding_fields)
+        # whole bindings: the informers are shared with the binding and status controllers
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}

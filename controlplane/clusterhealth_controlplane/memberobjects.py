@@ -72,15 +72,14 @@ class MemberObjects:
         current = self._members.get(name)
         if current is not None and current.api is api:
             return api
-        if current is not None:
-            log.info("member %s: new client, restarting its object watches", name)
-            await current.factory.stop()
         factory = informer.InformerFactory(api, settings=self.settings, clock=self.clock)
         factory.start()
-        self._members[name] = _Member(api, factory, discovery.Discovery(api))
-        if current is not None:
+        made = self._members[name] = _Member(api, factory, discovery.Discovery(api))
+        if current is not None:  # replaced before stopping: a concurrent caller sees the new one
+            log.info("member %s: new client, restarting its object watches", name)
             for old in current.factory.informers:
-                self._watch(name, self._members[name], old.resource)
+                self._watch(name, made, old.resource)
+            await current.factory.stop()
             self._emit(name, "", None, None)
         return api
 

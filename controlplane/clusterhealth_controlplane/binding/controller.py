@@ -96,12 +96,13 @@ class BindingController:
             return  # a status write
         self.controller.enqueue(ref.key)
 
-    def _on_template(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_template(self, kind: str, event: str, obj: dict[str, Any],
+                     old: dict[str, Any] | None) -> None:
         if event == "MODIFIED" and _desired_state(obj) == _desired_state(old):
             return
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace") or "")
-        name = decision.binding_name(str(obj.get("kind", "")), str(meta["name"]))
+        name = decision.binding_name(kind, str(meta["name"]))  # list items may lack their kind
         self.controller.enqueue(decision.BindingRef(not namespace, namespace, name).key)
 
     # --- reconcile ----------------------------------------------------------
@@ -120,7 +121,7 @@ class BindingController:
             except discovery.NotServed:
                 return None
             cache = self.term.informers.informer(resource)
-            cache.add_handler(self._on_template)
+            cache.add_handler(lambda event, obj, old: self._on_template(kind, event, obj, old))
             found = self.templates[(api_version, kind)] = (resource, cache)
         await found[1].wait_synced()
         return found

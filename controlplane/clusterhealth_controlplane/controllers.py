@@ -9,17 +9,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import controller as binding
 from clusterhealth_controlplane.detector import controller as detector
+from clusterhealth_controlplane.execution import controller as execution
+from clusterhealth_controlplane.status import binding as binding_status
+from clusterhealth_controlplane.status import work as work_status
 from clusterhealth_core.kube import resources
 
 TABLE: tuple[manager.Entry, ...] = (
     manager.Entry("detector", "resource templates matched to propagation policies -> bindings",
                   detector.Detector),
+    manager.Entry("binding", "bindings -> one Work per target cluster in karmada-es-<cluster>",
+                  binding.BindingController),
+    manager.Entry("execution", "Works -> member objects (server-side apply, finalizer)",
+                  execution.ExecutionController),
+    manager.Entry("workStatus", "member objects' status -> Work.status.manifestStatuses",
+                  work_status.WorkStatusController),
+    manager.Entry("bindingStatus", "Works' status -> binding aggregatedStatus and the template",
+                  binding_status.BindingStatusController),
 )
 NAMES: list[str] = [entry.name for entry in TABLE]
 NEEDS: dict[str, tuple[resources.Resource, ...]] = {
     "detector": (resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES,
                  resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
+    "binding": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
+                resources.WORKS),
+    "execution": (resources.WORKS, resources.CLUSTERS),
+    "workStatus": (resources.WORKS, resources.CLUSTERS),
+    "bindingStatus": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
+                      resources.WORKS),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""
 

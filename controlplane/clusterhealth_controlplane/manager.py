@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from clusterhealth_controlplane import memberobjects
 from clusterhealth_core import members, runner
 from clusterhealth_core.kube import informer, resources
 
@@ -38,6 +39,7 @@ class Context:
     resync_period: float
     secret_namespace: str = CLUSTER_SECRET_NAMESPACE
     _members: members.MemberClients | None = None
+    _member_objects: memberobjects.MemberObjects | None = None
 
     @property
     def members(self) -> members.MemberClients:
@@ -49,8 +51,19 @@ class Context:
                                                   user_agent="clusterhealth-controlplane")
         return self._members
 
+    @property
+    def member_objects(self) -> memberobjects.MemberObjects:
+        """Watches on the objects Works put in the members, shared by the term's controllers."""
+        if self._member_objects is None:
+            self._member_objects = memberobjects.MemberObjects(self.members,
+                                                               clock=self.term.clock)
+        return self._member_objects
+
     async def close(self) -> None:
-        """Close the member clients made during the term."""
+        """Stop the member watches and close the member clients made during the term."""
+        if self._member_objects is not None:
+            await self._member_objects.close()
+            self._member_objects = None
         if self._members is not None:
             await self._members.close()
             self._members = None

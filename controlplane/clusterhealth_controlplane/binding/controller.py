@@ -1,0 +1,182 @@
+"""The binding controller's API side: bindings and templates in, Works out.
+
+* Bindings (ResourceBinding, ClusterResourceBinding) and Works are cached by
+  shared informers; templates by one informer per kind (shared with the
+  detector), made when a binding first references the kind (resolved
+  through the control plane's discovery).
+* A key is one binding.  Its reconcile applies one Work per target cluster
+  (server-side apply, field manager ``clusterhealth-binding``), creating
+  the execution namespace when missing, and deletes the binding's Works no
+  longer wanted (see :func:`decision.orphans`).  A binding gone or being
+  deleted takes all its Works with it (the execution controller's finalizer
+  then removes the member objects first).
+* Re-queued when the binding changes, when its template's desired state
+  changes, and when one of its Works changes or is deleted (so a Work
+  deleted by hand comes back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import decision
+from clusterhealth_core import reconcile
+from clusterhealth_core.kube import discovery, errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "binding"
+FIELD_MANAGER = "clusterhealth-binding"
+
+
+def _desired_state(obj: dict[str, Any] | None) -> Any:
+    if obj is None:
+        return None
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
+
+
+class BindingController:
+    """Bindings -> Works, one per target cluster."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.discovery = discovery.Discovery(term.api)
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.works = term.informers.informer(resources.WORKS)
+        self.index = decision.WorkIndex()
+        self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        self.namespaces: set[str] = set()
+        """Execution namespaces known to exist."""
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers))
+        self.bindings.add_handler(self._on_binding)
+        self.cluster_bindings.add_handler(self._on_binding)
+        self.works.add_handler(self._on_work)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the binding, Work and template caches have loaded."""
+        return (self.bindings.synced and self.cluster_bindings.synced and self.works.synced
+                and all(i.synced for _, i in self.templates.values()))
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.bindings, self.cluster_bindings, self.works):
+            await cache.wait_synced()
+        await self.controller.run()
+
+    # --- events -------------------------------------------------------------
+
+    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
+                and (obj.get("metadata") or {}).get("deletionTimestamp") == \
+                (old.get("metadata") or {}).get("deletionTimestamp"):
+            return  # a status write
+        meta = obj.get("metadata") or {}
+        ref = decision.BindingRef(not meta.get("namespace"), str(meta.get("namespace") or ""),
+                                  str(meta["name"]))
+        self.controller.enqueue(ref.key)
+
+    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        ref = self.index.update(event, obj)
+        if ref is None:
+            return
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
+                and (obj.get("metadata") or {}).get("labels") == \
+                (old.get("metadata") or {}).get("labels"):
+            return  # a status write
+        self.controller.enqueue(ref.key)
+
+    def _on_template(self, kind: str, event: str, obj: dict[str, Any],
+                     old: dict[str, Any] | None) -> None:
+        if event == "MODIFIED" and _desired_state(obj) == _desired_state(old):
+            return
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        name = decision.binding_name(kind, str(meta["name"]))  # list items may lack their kind
+        self.controller.enqueue(decision.BindingRef(not namespace, namespace, name).key)
+
+    # --- reconcile ----------------------------------------------------------
+
+    def _binding(self, ref: decision.BindingRef) -> dict[str, Any] | None:
+        if ref.cluster_scoped:
+            return self.cluster_bindings.store.get(ref.name)
+        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
+
+    async def _template_cache(self, api_version: str, kind: str
+                              ) -> tuple[resources.Resource, informer.Informer] | None:
+        found = self.templates.get((api_version, kind))
+        if found is None:
+            try:
+                resource = await self.discovery.resource(api_version, kind)
+            except discovery.NotServed:
+                return None
+            cache = self.term.informers.informer(resource)
+            cache.add_handler(lambda event, obj, old: self._on_template(kind, event, obj, old))
+            found = self.templates[(api_version, kind)] = (resource, cache)
+        await found[1].wait_synced()
+        return found
+
+    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+        """Make the binding's Works what its spec and template ask for."""
+        ref = decision.BindingRef.parse(key)
+        binding = self._binding(ref)
+        existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
+                    if w is not None]
+        if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
+            await self._delete(decision.orphans(None, existing, ()))
+            return None
+        reference = (binding.get("spec") or {}).get("resource") or {}
+        cached = await self._template_cache(str(reference.get("apiVersion")),
+                                            str(reference.get("kind")))
+        if cached is None:
+            log.warning("binding %s: the control plane does not serve %s %s; asking again later",
+                        key, reference.get("kind"), reference.get("apiVersion"))
+            return reconcile.Result(requeue_after=30.0)
+        namespace = reference.get("namespace")
+        template = cached[1].store.get(f"{namespace}/{reference.get('name')}" if namespace
+                                       else str(reference.get("name")))
+        if template is None or (template.get("metadata") or {}).get("deletionTimestamp"):
+            return None  # the detector deletes the binding; its Works follow then
+        template = {**template, "apiVersion": reference.get("apiVersion"),
+                    "kind": reference.get("kind")}
+        desired = decision.desired_works(binding, template)
+        for work in desired:
+            await self._apply(work)
+        await self._delete(decision.orphans(binding, existing, desired))
+        return None
+
+    async def _apply(self, work: decision.DesiredWork) -> None:
+        if work.namespace not in self.namespaces:
+            with contextlib.suppress(errors.Conflict):
+                await self.api.create(resources.NAMESPACES,
+                                      {"metadata": {"name": work.namespace}})
+            self.namespaces.add(work.namespace)
+        current = self.works.store.get(f"{work.namespace}/{work.name}")
+        if current is not None and (current.get("metadata") or {}).get("deletionTimestamp"):
+            raise errors.KubeError(f"Work {work.namespace}/{work.name} is being deleted; "
+                                   "applying it again once it is gone")
+        try:
+            await self.api.apply(resources.WORKS, work.body(), field_manager=FIELD_MANAGER)
+        except errors.NotFound:
+            self.namespaces.discard(work.namespace)  # the namespace went away: make it again
+            raise
+
+    async def _delete(self, works: list[Any]) -> None:
+        for work in works:
+            meta = work["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            log.info("deleting Work %s/%s", meta["namespace"], meta["name"])
+            await self.api.delete(resources.WORKS, meta["name"], namespace=meta["namespace"],
+                                  missing_ok=True)
+

@@ -1,0 +1,266 @@
+"""The Works a binding asks for, and the Works it no longer wants: pure, table-tested.
+
+Karmada's binding controller, as v1.18.2 does it:
+
+* one Work per target cluster (``spec.clusters``), in that cluster's
+  execution namespace ``karmada-es-<cluster>``, named by
+  :func:`work_name` (Karmada's ``names.GenerateWorkName``: the template's
+  name, a dash, and an FNV-32a hash of ``<namespace>-<name>-<kind>``);
+* the Work's manifest is the resource template without what belongs to the
+  control plane's copy (status, server bookkeeping, the policy's claim), and
+  with the cluster's share of the replicas for kinds that have replicas
+  (the default interpreter's ``ReviseReplica``), whatever the template says;
+* labels and annotations link the Work and the manifest back to the binding
+  (Karmada's keys), and the manifest carries the Work's name and namespace so
+  that the execution controller can find a member object's Work;
+* a Work for a cluster no longer targeted is an orphan and is deleted,
+  except while a graceful-eviction task from that cluster is pending (the
+  application keeps running there until its replacement is healthy).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+EXECUTION_SPACE_PREFIX = "karmada-es-"
+EXECUTION_FINALIZER = "karmada.io/execution-controller"
+"""Karmada's finalizer on a Work: the member objects go before the Work does."""
+
+# links back to the binding (Karmada's keys, pkg/apis/work/v1alpha2/well_known_constants.go)
+RB_ID = "resourcebinding.karmada.io/permanent-id"
+CRB_ID = "clusterresourcebinding.karmada.io/permanent-id"
+RB_NAMESPACE = "resourcebinding.karmada.io/namespace"
+RB_NAME = "resourcebinding.karmada.io/name"
+CRB_NAME = "clusterresourcebinding.karmada.io/name"
+WORK_NAMESPACE = "work.karmada.io/namespace"
+WORK_NAME = "work.karmada.io/name"
+TEMPLATE_UID = "resourcetemplate.karmada.io/uid"
+TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
+CONFLICT_RESOLUTION = "work.karmada.io/conflict-resolution"
+MANAGED = "karmada.io/managed"
+"""Label on every object the execution controller applies in a member (value ``"true"``)."""
+
+CLAIM_KEYS = ("propagationpolicy.karmada.io/name", "propagationpolicy.karmada.io/namespace",
+              "propagationpolicy.karmada.io/permanent-id",
+              "clusterpropagationpolicy.karmada.io/name",
+              "clusterpropagationpolicy.karmada.io/permanent-id")
+"""The detector's claim on the template: the control plane's business, not the members'."""
+
+DROPPED_METADATA = ("resourceVersion", "uid", "managedFields", "ownerReferences",
+                    "creationTimestamp", "generation", "selfLink", "deletionTimestamp",
+                    "deletionGracePeriodSeconds", "finalizers")
+
+REPLICA_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
+"""Kinds whose ``spec.replicas`` is revised per cluster (Karmada's default interpreter)."""
+
+_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
+"""k8s.io/apimachinery's ``rand.SafeEncodeString`` alphabet."""
+
+
+def execution_namespace(cluster: str) -> str:
+    """``karmada-es-<cluster>``: where the Works for ``cluster`` live."""
+    return EXECUTION_SPACE_PREFIX + cluster
+
+
+def cluster_of(namespace: str) -> str | None:
+    """The cluster an execution namespace is for (None: not an execution namespace)."""
+    if not namespace.startswith(EXECUTION_SPACE_PREFIX):
+        return None
+    return namespace[len(EXECUTION_SPACE_PREFIX):] or None
+
+
+def _fnv32a(text: str) -> int:
+    value = 0x811C9DC5
+    for byte in text.encode():
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+def work_name(kind: str, name: str, namespace: str | None) -> str:
+    """Karmada's ``names.GenerateWorkName(kind, name, namespace)``."""
+    name = name.replace(":", ".").lower()
+    full = f"{namespace}-{name}-{kind}" if namespace else f"{name}-{kind}"
+    digits = str(_fnv32a(full.lower()))
+    return f"{name}-{''.join(_ALPHANUMS[ord(c) % len(_ALPHANUMS)] for c in digits)}"
+
+
+def binding_name(kind: str, name: str) -> str:
+    """Karmada's binding name for a template (``names.GenerateBindingName``)."""
+    return f"{name.replace(':', '.')}-{kind}".lower()
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def has_replicas(obj: Mapping[str, Any]) -> bool:
+    """Whether the kind's ``spec.replicas`` is divided among clusters."""
+    return (_group(str(obj.get("apiVersion", ""))), obj.get("kind")) in REPLICA_KINDS
+
+
+@dataclasses.dataclass(frozen=True)
+class BindingRef:
+    """Which binding a Work belongs to: kind (RB or CRB), namespace ("" for CRB), name."""
+
+    cluster_scoped: bool
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """The binding controller's queue key."""
+        return f"{'CRB' if self.cluster_scoped else 'RB'}|{self.namespace}|{self.name}"
+
+    @classmethod
+    def parse(cls, key: str) -> BindingRef:
+        """The inverse of :attr:`key`."""
+        kind, namespace, name = key.split("|")
+        return cls(kind == "CRB", namespace, name)
+
+
+def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
+    """The binding a Work was made for, from Karmada's annotations (None: not a binding's)."""
+    annotations = (work.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(RB_NAME) and annotations.get(RB_NAMESPACE):
+        return BindingRef(False, str(annotations[RB_NAMESPACE]), str(annotations[RB_NAME]))
+    if annotations.get(CRB_NAME):
+        return BindingRef(True, "", str(annotations[CRB_NAME]))
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class DesiredWork:
+    """One Work to apply: where, named how, with which marks and manifest."""
+
+    cluster: str
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    manifest: dict[str, Any]
+
+    def body(self) -> dict[str, Any]:
+        """The Work as the binding controller applies it."""
+        return {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "labels": self.labels, "annotations": self.annotations},
+                "spec": {"workload": {"manifests": [self.manifest]}}}
+
+
+def binding_id(binding: Mapping[str, Any]) -> str:
+    """The binding's permanent id: its label if it has one, else its uid."""
+    meta = binding.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return str(labels.get(RB_ID) or labels.get(CRB_ID) or meta.get("uid") or "")
+
+
+def manifest(template: Mapping[str, Any], replicas: int | None) -> dict[str, Any]:
+    """The template as members get it: no status, no bookkeeping, no claim; revised replicas."""
+    obj = copy.deepcopy(dict(template))
+    obj.pop("status", None)
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in DROPPED_METADATA}
+    for key in ("labels", "annotations"):
+        kept = {k: v for k, v in (meta.get(key) or {}).items() if k not in CLAIM_KEYS}
+        if kept:
+            meta[key] = kept
+        else:
+            meta.pop(key, None)
+    obj["metadata"] = meta
+    if replicas is not None and has_replicas(obj):
+        obj.setdefault("spec", {})["replicas"] = replicas
+    return obj
+
+
+def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> list[DesiredWork]:
+    """The Works ``binding`` asks for, one per target cluster, in ``spec.clusters`` order."""
+    meta = binding.get("metadata") or {}
+    spec = binding.get("spec") or {}
+    cluster_scoped = not meta.get("namespace")
+    template_meta = template.get("metadata") or {}
+    if cluster_scoped:
+        labels = {CRB_ID: binding_id(binding)}
+        annotations = {CRB_NAME: str(meta["name"])}
+    else:
+        labels = {RB_ID: binding_id(binding)}
+        annotations = {RB_NAMESPACE: str(meta["namespace"]), RB_NAME: str(meta["name"])}
+    if spec.get("conflictResolution"):
+        annotations[CONFLICT_RESOLUTION] = str(spec["conflictResolution"])
+    name = work_name(str(template["kind"]), str(template_meta["name"]),
+                     template_meta.get("namespace"))
+    found: list[DesiredWork] = []
+    seen: set[str] = set()
+    for target in spec.get("clusters") or []:
+        cluster = str(target.get("name") or "")
+        if not cluster or cluster in seen:
+            continue
+        seen.add(cluster)
+        namespace = execution_namespace(cluster)
+        body = manifest(template, int(target.get("replicas") or 0))
+        body_meta = body["metadata"]
+        body_meta["labels"] = {**(body_meta.get("labels") or {}), **labels, MANAGED: "true"}
+        extra = {**annotations, WORK_NAME: name, WORK_NAMESPACE: namespace}
+        if template_meta.get("uid"):
+            extra[TEMPLATE_UID] = str(template_meta["uid"])
+        if template_meta.get("generation"):
+            extra[TEMPLATE_GENERATION] = str(template_meta["generation"])
+        body_meta["annotations"] = {**(body_meta.get("annotations") or {}), **extra}
+        found.append(DesiredWork(cluster, namespace, name, dict(labels), dict(annotations),
+                                 body))
+    return found
+
+
+def evicting_clusters(binding: Mapping[str, Any]) -> set[str]:
+    """Clusters a graceful-eviction task still keeps the Work in."""
+    tasks = (binding.get("spec") or {}).get("gracefulEvictionTasks") or []
+    return {str(t.get("fromCluster")) for t in tasks if t.get("fromCluster")}
+
+
+def orphans(binding: Mapping[str, Any] | None, existing: Iterable[Mapping[str, Any]],
+            desired: Iterable[DesiredWork]) -> list[Mapping[str, Any]]:
+    """The existing Works of a binding to delete.
+
+    ``binding`` None (gone or being deleted): all of them.  Otherwise those
+    not among ``desired`` (by namespace and name), unless a graceful-eviction
+    task from their cluster is pending.
+    """
+    works = list(existing)
+    if binding is None:
+        return works
+    wanted = {(d.namespace, d.name) for d in desired}
+    kept = evicting_clusters(binding)
+    found = []
+    for work in works:
+        meta = work.get("metadata") or {}
+        namespace = str(meta.get("namespace", ""))
+        if (namespace, meta.get("name")) in wanted or cluster_of(namespace) in kept:
+            continue
+        found.append(work)
+    return found
+
+
+class WorkIndex:
+    """Works by the binding they belong to, kept up to date from a Work informer's events."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, set[str]] = {}
+        self._binding: dict[str, str] = {}
+
+    def update(self, event: str, work: Mapping[str, Any]) -> BindingRef | None:
+        """Fold one Work event in; return the binding it concerns (if any)."""
+        meta = work.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        ref = binding_of_work(work)
+        before = self._binding.pop(key, None)
+        if before is not None:
+            self._of.get(before, set()).discard(key)
+        if ref is not None and event != "DELETED":
+            self._binding[key] = ref.key
+            self._of.setdefault(ref.key, set()).add(key)
+        return ref
+
+    def works(self, ref: BindingRef) -> list[str]:
+        """The Work keys (``namespace/name``) of a binding."""
+        return sorted(self._of.get(ref.key, ()))

@@ -1,0 +1,281 @@
+"""The execution controller's API side: Works applied in their members, and cleaned up.
+
+* Works and Clusters are cached by shared informers; the member objects by
+  :class:`~clusterhealth_controlplane.memberobjects.MemberObjects` (shared
+  with the work-status controller).
+* A key is one Work (``karmada-es-<cluster>/<name>``).  Its reconcile puts
+  the finalizer ``karmada.io/execution-controller`` on the Work, resolves
+  every manifest's kind through the member's discovery (one kind missing:
+  ``Applied=False`` and nothing applied), then applies each manifest by
+  server-side apply as ``clusterhealth-execution`` with ``force`` (a hand
+  edit of a field we apply is put back), creating the member's namespace
+  when missing, and writes the ``Applied`` condition.
+* A Work being deleted: its member objects are deleted (those that are
+  still the Work's) once the member is reachable; until then the finalizer
+  stays and the reconcile comes back.  A Cluster that no longer exists has
+  nothing left to clean: the finalizer goes.
+* A member object changed (in its desired state) or deleted re-queues its
+  Work, found by the annotations it was applied with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from clusterhealth_controlplane import manager, memberobjects
+from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane.execution import decision
+from clusterhealth_core import reconcile, status
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import discovery, errors, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "execution"
+FIELD_MANAGER = "clusterhealth-execution"
+RETRY_UNREACHABLE = 10.0
+"""Seconds between attempts while a member cannot be reached."""
+RETRY_REFUSED = 30.0
+"""Seconds between attempts while a member refuses a manifest (or does not serve its kind)."""
+PROBE_TIMEOUT = 5.0
+
+
+class ExecutionController:
+    """Works -> member objects, by server-side apply."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.works = term.informers.informer(resources.WORKS)
+        self.clusters = term.informers.informer(resources.CLUSTERS)
+        self.objects: memberobjects.MemberObjects = context.member_objects
+        self.member_namespaces: dict[str, set[str]] = {}
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_work, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers))
+        self.works.add_handler(self._on_work)
+        self.clusters.add_handler(self._on_cluster)
+        self.objects.add_listener(self._on_member_object)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the Work and Cluster caches have loaded."""
+        return self.works.synced and self.clusters.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.works, self.clusters):
+            await cache.wait_synced()
+        await self.controller.run()
+
+    # --- events -------------------------------------------------------------
+
+    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "DELETED":
+            return
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
+                and (obj.get("metadata") or {}).get("deletionTimestamp") == \
+                (old.get("metadata") or {}).get("deletionTimestamp") \
+                and decision.has_finalizer(obj) == decision.has_finalizer(old):
+            return  # a status write
+        self.controller.enqueue(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+
+    def _enqueue_cluster(self, cluster: str) -> None:
+        namespace = binding.execution_namespace(cluster)
+        for key, work in list(self.works.store.items()):
+            if (work.get("metadata") or {}).get("namespace") == namespace:
+                self.controller.enqueue(key)
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if old is None or decision.ready(obj) != decision.ready(old) or event == "DELETED":
+            self._enqueue_cluster(str(obj["metadata"]["name"]))
+
+    def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
+                          old: dict[str, Any] | None) -> None:
+        if not event or obj is None:
+            self.member_namespaces.pop(cluster, None)
+            self._enqueue_cluster(cluster)
+            return
+        if not decision.needs_reapply(event, obj, old):
+            return
+        work = decision.work_of(obj)
+        if work is not None and binding.cluster_of(work[0]) == cluster:
+            self.controller.enqueue(f"{work[0]}/{work[1]}")
+
+    # --- reconcile ----------------------------------------------------------
+
+    async def reconcile_work(self, key: str) -> reconcile.Result | None:
+        """Apply the Work in its member (or clean the member up when the Work is deleted)."""
+        work = self.works.store.get(key)
+        if work is None:
+            return None
+        meta = work["metadata"]
+        cluster_name = binding.cluster_of(str(meta["namespace"]))
+        if cluster_name is None:
+            return None  # not an execution namespace: not ours
+        cluster = self.clusters.store.get(cluster_name)
+        if meta.get("deletionTimestamp"):
+            return await self._finalize(work, cluster_name, cluster)
+        if cluster is None:
+            await self._condition(work, False, f"cluster {cluster_name} does not exist")
+            return reconcile.Result(requeue_after=RETRY_REFUSED)
+        if decision.ready(cluster) is False:
+            log.info("Work %s: cluster %s is not ready; not syncing it until it is", key,
+                     cluster_name)
+            return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
+        if not decision.has_finalizer(work):
+            await self.api.apply(resources.WORKS, {"metadata": {
+                "name": meta["name"], "namespace": meta["namespace"],
+                "finalizers": [binding.EXECUTION_FINALIZER]}}, field_manager=FIELD_MANAGER)
+        if (work.get("spec") or {}).get("suspendDispatching"):
+            return None
+        return await self._sync(work, cluster)
+
+    async def _sync(self, work: dict[str, Any], cluster: Mapping[str, Any]
+                    ) -> reconcile.Result | None:
+        meta = work["metadata"]
+        name = str(cluster["metadata"]["name"])
+        manifests = decision.manifests(work)
+        try:
+            api = await self.objects.client(cluster)
+            found: list[tuple[resources.Resource, dict[str, Any]]] = []
+            missing: list[tuple[str, str]] = []
+            for manifest in manifests:
+                api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
+                try:
+                    found.append((await self.objects.resource(cluster, api_version, kind),
+                                  manifest))
+                except discovery.NotServed:
+                    missing.append((api_version, kind))
+        except (errors.KubeError, OSError) as exc:
+            await self._condition(work, False, f"cluster {name}: {exc}")
+            raise
+        if missing:
+            message = decision.unserved_message(name, missing)
+            await self._condition(work, False, message)
+            self.term.recorder.record({**work, "apiVersion": resources.WORKS.api_version,
+                                       "kind": "Work"}, "Warning", decision.APPLIED_FAILED,
+                                      message)
+            return reconcile.Result(requeue_after=RETRY_REFUSED)
+        for resource, manifest in found:
+            await self.objects.watch(cluster, resource)
+            body = decision.prepare(manifest, str(meta["namespace"]), str(meta["name"]))
+            try:
+                await self._apply(name, api, resource, body)
+            except errors.ApiError as exc:
+                what = f"{manifest.get('kind')} {body['metadata'].get('name')}"
+                await self._condition(work, False, f"cluster {name} refused {what}: {exc}")
+                if exc.status >= 500 or exc.status in (404, 429):
+                    raise
+                return reconcile.Result(requeue_after=RETRY_REFUSED)
+            except (errors.KubeError, OSError) as exc:
+                await self._condition(work, False, f"cluster {name}: {exc}")
+                raise
+        await self._condition(work, True, "")
+        return None
+
+    async def _apply(self, cluster: str, api: kube.ApiClient, resource: resources.Resource,
+                     body: dict[str, Any]) -> None:
+        namespace = body["metadata"].get("namespace") if resource.namespaced else None
+        known = self.member_namespaces.setdefault(cluster, set())
+        if namespace and namespace not in known:
+            with contextlib.suppress(errors.Conflict):
+                await api.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+            known.add(namespace)
+        if not resource.namespaced:
+            body["metadata"].pop("namespace", None)
+        try:
+            await api.apply(resource, body, field_manager=FIELD_MANAGER, force=True)
+        except errors.NotFound:
+            known.discard(namespace or "")
+            raise
+
+    async def _condition(self, work: dict[str, Any], ok: bool, message: str) -> None:
+        meta = work["metadata"]
+        wanted = decision.applied_condition(ok, message, meta.get("generation"),
+                                            self.term.clock.now())
+        current = [c for c in (work.get("status") or {}).get("conditions") or []
+                   if c.get("type") == decision.APPLIED]
+        if current and all(current[0].get(k) == wanted.get(k)
+                           for k in ("status", "reason", "message", "observedGeneration")):
+            return
+        if current and current[0].get("status") == wanted["status"] \
+                and current[0].get("lastTransitionTime"):
+            wanted["lastTransitionTime"] = current[0]["lastTransitionTime"]
+        with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+            await status.apply_status(self.api, resources.WORKS, str(meta["name"]),
+                                      {"conditions": [wanted]}, field_manager=FIELD_MANAGER,
+                                      namespace=str(meta["namespace"]))
+
+    # --- deletion -----------------------------------------------------------
+
+    async def _reachable(self, cluster: Mapping[str, Any]) -> bool:
+        ready = decision.ready(cluster)
+        if ready is not None:
+            return ready
+        try:
+            api = await self.objects.client(cluster)
+            await api.request("GET", "/version", timeout=PROBE_TIMEOUT)
+        except (errors.KubeError, OSError, TimeoutError) as exc:
+            log.info("cluster %s does not answer (%s)", cluster["metadata"]["name"], exc)
+            return False
+        return True
+
+    async def _finalize(self, work: dict[str, Any], cluster_name: str,
+                        cluster: Mapping[str, Any] | None) -> reconcile.Result | None:
+        meta = work["metadata"]
+        if not decision.has_finalizer(work):
+            return None
+        preserve = (work.get("spec") or {}).get("preserveResourcesOnDeletion")
+        if cluster is not None and not preserve:
+            if not await self._reachable(cluster):
+                log.info("Work %s/%s: cluster %s unreachable; its objects are deleted (and "
+                         "the finalizer removed) once it answers", meta["namespace"],
+                         meta["name"], cluster_name)
+                return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
+            await self._delete_objects(work, cluster)
+        elif cluster is None:
+            log.info("Work %s/%s: cluster %s is gone; nothing left to clean there",
+                     meta["namespace"], meta["name"], cluster_name)
+        await self._remove_finalizer(str(meta["namespace"]), str(meta["name"]))
+        return None
+
+    async def _delete_objects(self, work: dict[str, Any], cluster: Mapping[str, Any]) -> None:
+        meta = work["metadata"]
+        api = await self.objects.client(cluster)
+        for manifest in decision.manifests(work):
+            try:
+                resource = await self.objects.resource(cluster, str(manifest.get("apiVersion")),
+                                                       str(manifest.get("kind")))
+            except discovery.NotServed:
+                continue  # never applied
+            obj_meta = manifest.get("metadata") or {}
+            namespace = obj_meta.get("namespace") if resource.namespaced else None
+            try:
+                live = await api.get(resource, str(obj_meta.get("name")), namespace=namespace)
+            except errors.NotFound:
+                continue
+            if not decision.owned_by(live, str(meta["namespace"]), str(meta["name"])):
+                log.info("not deleting %s %s in %s: it is not Work %s/%s's", resource.kind,
+                         obj_meta.get("name"), cluster["metadata"]["name"], meta["namespace"],
+                         meta["name"])
+                continue
+            await api.delete(resource, str(obj_meta.get("name")), namespace=namespace,
+                             missing_ok=True)
+
+    async def _remove_finalizer(self, namespace: str, name: str) -> None:
+        try:
+            live = await self.api.get(resources.WORKS, name, namespace=namespace)
+        except errors.NotFound:
+            return
+        finalizers = list(live["metadata"].get("finalizers") or [])
+        if binding.EXECUTION_FINALIZER not in finalizers:
+            return
+        finalizers.remove(binding.EXECUTION_FINALIZER)
+        live["metadata"]["finalizers"] = finalizers
+        with contextlib.suppress(errors.NotFound):
+            await self.api.update(resources.WORKS, live)

@@ -1,0 +1,139 @@
+"""The binding-status controller: Works' status into the binding, and onto the template.
+
+A key is one binding (the binding controller's keys).  Its reconcile reads
+the binding's Works (indexed by the annotations the binding controller put
+on them), writes ``status.aggregatedStatus`` (one entry per cluster) and the
+``FullyApplied`` condition as ``clusterhealth-binding-status`` (the
+scheduler's condition and fields are left alone: the list-maps merge by
+``clusterName`` and ``type``), and, for a Deployment, writes the members'
+summed status to the template's status subresource in the control plane.
+Writes happen only when something changed.  Re-queued when a Work of the
+binding changes and when the binding's spec changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane.status import decision
+from clusterhealth_core import reconcile, status
+from clusterhealth_core.kube import discovery, errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "bindingStatus"
+FIELD_MANAGER = "clusterhealth-binding-status"
+
+
+class BindingStatusController:
+    """Works -> binding status -> template status."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.discovery = discovery.Discovery(term.api)
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.works = term.informers.informer(resources.WORKS)
+        self.index = binding.WorkIndex()
+        self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers))
+        self.bindings.add_handler(self._on_binding)
+        self.cluster_bindings.add_handler(self._on_binding)
+        self.works.add_handler(self._on_work)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the binding and Work caches have loaded."""
+        return self.bindings.synced and self.cluster_bindings.synced and self.works.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.bindings, self.cluster_bindings, self.works):
+            await cache.wait_synced()
+        await self.controller.run()
+
+    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "DELETED" or (event == "MODIFIED" and old is not None
+                                  and obj.get("spec") == old.get("spec")):
+            return
+        meta = obj["metadata"]
+        self.controller.enqueue(binding.BindingRef(
+            not meta.get("namespace"), str(meta.get("namespace") or ""), str(meta["name"])).key)
+
+    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        ref = self.index.update(event, obj)
+        if ref is not None:
+            self.controller.enqueue(ref.key)
+
+    def _binding(self, ref: binding.BindingRef) -> dict[str, Any] | None:
+        if ref.cluster_scoped:
+            return self.cluster_bindings.store.get(ref.name)
+        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
+
+    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+        """Aggregate the binding's Works into its status and its template's."""
+        ref = binding.BindingRef.parse(key)
+        found = self._binding(ref)
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return None
+        works: dict[str, dict[str, Any]] = {}
+        for work_key in self.index.works(ref):
+            work = self.works.store.get(work_key)
+            cluster = binding.cluster_of(work_key.split("/", 1)[0])
+            if work is not None and cluster and not work["metadata"].get("deletionTimestamp"):
+                works[cluster] = work
+        items = decision.aggregated_status(works)
+        await self._write_binding(ref, found, items)
+        await self._write_template(found, items)
+        return None
+
+    async def _write_binding(self, ref: binding.BindingRef, found: dict[str, Any],
+                             items: list[dict[str, Any]]) -> None:
+        current = found.get("status") or {}
+        conditions = current.get("conditions") or []
+        condition = decision.keep_transition(
+            decision.fully_applied(found, items, self.term.clock.now()), conditions)
+        live = next((c for c in conditions if c.get("type") == decision.FULLY_APPLIED), None)
+        if (current.get("aggregatedStatus") or []) == items \
+                and decision.same_condition(live, condition):
+            return
+        target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
+            else resources.RESOURCE_BINDINGS
+        with contextlib.suppress(errors.NotFound):
+            await status.apply_status(self.api, target, ref.name,
+                                      {"aggregatedStatus": items, "conditions": [condition]},
+                                      field_manager=FIELD_MANAGER,
+                                      namespace=ref.namespace or None)
+
+    async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]) -> None:
+        reference = (found.get("spec") or {}).get("resource") or {}
+        if not decision.is_deployment(reference):
+            return
+        api_version, kind = str(reference.get("apiVersion")), str(reference.get("kind"))
+        cached = self.templates.get((api_version, kind))
+        if cached is None:
+            resource = await self.discovery.resource(api_version, kind)
+            cached = self.templates[(api_version, kind)] = (
+                resource, self.term.informers.informer(resource))
+        resource, cache = cached
+        await cache.wait_synced()
+        namespace = str(reference.get("namespace") or "")
+        template = cache.store.get(f"{namespace}/{reference.get('name')}")
+        if template is None or template["metadata"].get("deletionTimestamp"):
+            return
+        wanted = decision.deployment_status(template, items)
+        if not decision.template_status_changed(template, wanted):
+            return
+        with contextlib.suppress(errors.NotFound):
+            await self.api.apply(resource, {"metadata": {"name": template["metadata"]["name"],
+                                                         "namespace": namespace},
+                                            "status": wanted},
+                                 field_manager=FIELD_MANAGER, subresource="status")

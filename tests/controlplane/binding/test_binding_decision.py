@@ -1,0 +1,163 @@
+"""The binding controller's pure rules: Work names, manifests, targets and orphans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusterhealth_controlplane.binding import decision
+
+
+@pytest.mark.parametrize(("kind", "name", "namespace", "expected"), [
+    # computed with Karmada v1.18.2's names.GenerateWorkName (Go, same inputs)
+    ("Deployment", "nginx", "default", "nginx-687f7fb96f"),
+    ("ConfigMap", "my-config", "app", "my-config-74dd9fffc9"),
+    ("ClusterRole", "system:Admin", "", "system.admin-7c7568b598"),
+    ("Namespace", "foo", None, "foo-5dbdc7b59c"),
+    ("Deployment", "Web", "ns-1", "web-85d499c9df"),
+])
+def test_work_name_is_karmadas(kind: str, name: str, namespace: str | None,
+                               expected: str) -> None:
+    assert decision.work_name(kind, name, namespace) == expected
+
+
+def template(replicas: int | None = 3, kind: str = "Deployment",
+             api_version: str = "apps/v1") -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "nginx", "namespace": "default", "uid": "t-uid",
+                         "resourceVersion": "42", "generation": 4,
+                         "creationTimestamp": "2024-01-01T00:00:00Z",
+                         "managedFields": [{"manager": "kubectl"}],
+                         "ownerReferences": [{"kind": "X"}],
+                         "labels": {"app": "nginx",
+                                    "propagationpolicy.karmada.io/permanent-id": "p"},
+                         "annotations": {"note": "kept",
+                                         "propagationpolicy.karmada.io/name": "pp",
+                                         "propagationpolicy.karmada.io/namespace": "default"}},
+            "spec": spec, "status": {"replicas": 3}}
+
+
+def rb(clusters: list[tuple[str, int]], evictions: list[str] = (),  # type: ignore[assignment]
+       namespace: str | None = "default") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "nginx-deployment", "uid": "rb-uid"}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta,
+            "spec": {"clusters": [{"name": c, "replicas": r} for c, r in clusters],
+                     "conflictResolution": "Abort",
+                     "gracefulEvictionTasks": [{"fromCluster": c, "reason": "TaintUntolerated",
+                                                "producer": "TaintManager"} for c in evictions]}}
+
+
+def test_manifest_drops_status_bookkeeping_and_the_claim() -> None:
+    body = decision.manifest(template(), 1)
+    meta = body["metadata"]
+    assert "status" not in body
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
+                "ownerReferences"):
+        assert key not in meta
+    assert meta["labels"] == {"app": "nginx"}
+    assert meta["annotations"] == {"note": "kept"}
+    assert body["spec"]["replicas"] == 1
+
+
+@pytest.mark.parametrize(("obj", "replicas", "expected"), [
+    (template(3), 2, 2),
+    (template(None), 2, 2),  # no replicas in the template: the cluster's share is written
+    (template(3, kind="StatefulSet"), 0, 0),
+    (template(3, kind="ReplicaSet"), 1, 1),
+    (template(3, kind="Foo", api_version="example.io/v1"), 1, 3),  # not a replica kind
+])
+def test_replicas_are_revised_for_replica_kinds(obj: dict[str, Any], replicas: int,
+                                                expected: int | None) -> None:
+    assert decision.manifest(obj, replicas)["spec"].get("replicas") == expected
+
+
+def test_the_template_is_not_modified() -> None:
+    obj = template()
+    decision.desired_works(rb([("member1", 1)]), obj)
+    assert obj["spec"]["replicas"] == 3 and obj["metadata"]["uid"] == "t-uid"
+
+
+def test_desired_works_one_per_cluster_with_karmadas_links() -> None:
+    works = decision.desired_works(rb([("member1", 1), ("member2", 2), ("member1", 5)]),
+                                   template())
+    assert [(w.cluster, w.namespace, w.manifest["spec"]["replicas"]) for w in works] == [
+        ("member1", "karmada-es-member1", 1), ("member2", "karmada-es-member2", 2)]
+    work = works[0]
+    assert work.name == "nginx-687f7fb96f"
+    assert work.labels == {decision.RB_ID: "rb-uid"}
+    assert work.annotations == {decision.RB_NAMESPACE: "default",
+                                decision.RB_NAME: "nginx-deployment",
+                                decision.CONFLICT_RESOLUTION: "Abort"}
+    annotations = work.manifest["metadata"]["annotations"]
+    assert annotations[decision.WORK_NAME] == "nginx-687f7fb96f"
+    assert annotations[decision.WORK_NAMESPACE] == "karmada-es-member1"
+    assert annotations[decision.TEMPLATE_UID] == "t-uid"
+    assert annotations[decision.TEMPLATE_GENERATION] == "4"
+    assert work.manifest["metadata"]["labels"][decision.MANAGED] == "true"
+    body = work.body()
+    assert body["kind"] == "Work" and body["spec"]["workload"]["manifests"] == [work.manifest]
+    assert decision.binding_of_work(body) == decision.BindingRef(False, "default",
+                                                                 "nginx-deployment")
+
+
+def test_a_cluster_binding_links_by_its_name() -> None:
+    obj = template(kind="Namespace", api_version="v1")
+    obj["metadata"].pop("namespace")
+    works = decision.desired_works(rb([("member1", 0)], namespace=None), obj)
+    assert works[0].labels == {decision.CRB_ID: "rb-uid"}
+    assert works[0].annotations[decision.CRB_NAME] == "nginx-deployment"
+    assert decision.binding_of_work(works[0].body()) == decision.BindingRef(True, "",
+                                                                            "nginx-deployment")
+
+
+def test_a_binding_with_a_permanent_id_label_uses_it() -> None:
+    binding = rb([("member1", 1)])
+    binding["metadata"]["labels"] = {decision.RB_ID: "perm"}
+    assert decision.desired_works(binding, template())[0].labels == {decision.RB_ID: "perm"}
+
+
+def work(cluster: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": f"karmada-es-{cluster}", "name": "nginx-687f7fb96f"}}
+
+
+@pytest.mark.parametrize(("targets", "evictions", "existing", "deleted"), [
+    ([("member1", 1)], [], ["member1", "member2"], ["member2"]),
+    ([("member1", 1)], ["member2"], ["member1", "member2"], []),  # eviction keeps it
+    ([("member1", 1)], ["member3"], ["member1", "member2"], ["member2"]),
+    ([], [], ["member1"], ["member1"]),
+    ([("member1", 1), ("member2", 2)], [], ["member1", "member2"], []),
+])
+def test_orphans(targets: list[tuple[str, int]], evictions: list[str], existing: list[str],
+                 deleted: list[str]) -> None:
+    binding = rb(targets, evictions)
+    desired = decision.desired_works(binding, template())
+    found = decision.orphans(binding, [work(c) for c in existing], desired)
+    assert [decision.cluster_of(w["metadata"]["namespace"]) for w in found] == deleted
+
+
+def test_a_deleted_binding_orphans_every_work_even_under_eviction() -> None:
+    assert len(decision.orphans(None, [work("member1"), work("member2")], ())) == 2
+
+
+def test_work_index_follows_events() -> None:
+    index = decision.WorkIndex()
+    ref = decision.BindingRef(False, "default", "nginx-deployment")
+    body = decision.desired_works(rb([("member1", 1)]), template())[0].body()
+    assert index.update("ADDED", body) == ref
+    assert index.works(ref) == ["karmada-es-member1/nginx-687f7fb96f"]
+    assert decision.BindingRef.parse(ref.key) == ref
+    index.update("DELETED", body)
+    assert index.works(ref) == []
+    assert index.update("ADDED", {"metadata": {"namespace": "x", "name": "y"}}) is None
+
+
+@pytest.mark.parametrize(("namespace", "cluster"), [
+    ("karmada-es-member1", "member1"), ("karmada-es-", None), ("default", None)])
+def test_cluster_of(namespace: str, cluster: str | None) -> None:
+    assert decision.cluster_of(namespace) == cluster

@@ -1,0 +1,249 @@
+"""Propagation end to end on members that run workloads: detector, binding, execution, status.
+
+The controllers run in-process as the controller manager runs them; no
+scheduler runs, so the test writes the binding's ``spec.clusters`` as the
+scheduler would.  Members are real kube-apiservers with kube-controller-
+manager, kube-scheduler and kwok (``workload_env``), so member Deployments
+get Ready Pods and real status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import propkit
+
+from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, resources
+from clusterhealth_localenv import environment
+
+
+def deployment(name: str, namespace: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                         {"name": "web", "image": "nginx:1.27",
+                          "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
+
+
+def policy(name: str, namespace: str, target: str) -> dict[str, Any]:
+    return {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                            "name": target}],
+                     "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}}
+
+
+async def schedule(cp: kube.ApiClient, namespace: str, name: str,
+                   clusters: dict[str, int]) -> None:
+    """Write spec.clusters as the scheduler would."""
+    await cp.patch(resources.RESOURCE_BINDINGS, name,
+                   {"spec": {"clusters": [{"name": c, "replicas": r} for c, r in
+                                          clusters.items()]}}, namespace=namespace)
+
+
+async def available(env: environment.LocalEnvironment, member: str, namespace: str, name: str,
+                    replicas: int) -> dict[str, Any] | None:
+    async with env.client(member) as api:
+        obj = await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
+    if obj is None:
+        return None
+    status = obj.get("status") or {}
+    ok = (obj["spec"]["replicas"] == replicas and status.get("availableReplicas") == replicas
+          and status.get("replicas") == replicas
+          and status.get("observedGeneration") == obj["metadata"]["generation"])
+    return obj if ok else None
+
+
+async def test_a_deployment_is_propagated_divided_kept_and_removed(
+        workload_env: environment.LocalEnvironment) -> None:
+    env = workload_env
+    name = propkit.unique("web")
+    async with env.client() as cp, propkit.running(cp):
+        namespace = propkit.unique("prop")
+        await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        await cp.create(resources.DEPLOYMENTS, deployment(name, namespace, 3),
+                        namespace=namespace)
+        await cp.create(resources.PROPAGATION_POLICIES, policy("pp", namespace, name),
+                        namespace=namespace)
+        rb = f"{name}-deployment"
+        await propkit.eventually(lambda: propkit.get_or_none(
+            cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
+        await schedule(cp, namespace, rb, {"member1": 1, "member2": 2})
+
+        # one Work per cluster, in the execution namespaces, named as Karmada names them
+        work = binding.work_name("Deployment", name, namespace)
+        for member in ("member1", "member2"):
+            found = await propkit.eventually(lambda m=member: propkit.get_or_none(  # type: ignore[misc]
+                cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
+            assert found["metadata"]["annotations"][binding.RB_NAME] == rb
+            assert found["metadata"]["annotations"][binding.RB_NAMESPACE] == namespace
+            manifest = found["spec"]["workload"]["manifests"][0]
+            assert "status" not in manifest and "uid" not in manifest["metadata"]
+            assert not any(k.startswith("propagationpolicy.karmada.io")
+                           for k in manifest["metadata"].get("labels") or {})
+
+        # the members run 1 and 2 replicas, Ready
+        await propkit.eventually(lambda: available(env, "member1", namespace, name, 1),
+                                 what="member1 Deployment with 1 available")
+        await propkit.eventually(lambda: available(env, "member2", namespace, name, 2),
+                                 what="member2 Deployment with 2 available")
+
+        # the Works report Applied and healthy status; the binding and the template sum it up
+        async def work_healthy(member: str) -> bool:
+            obj = await cp.get(resources.WORKS, work, namespace=f"karmada-es-{member}")
+            conditions = {c["type"]: c for c in obj.get("status", {}).get("conditions", [])}
+            statuses = obj.get("status", {}).get("manifestStatuses") or []
+            return (conditions.get("Applied", {}).get("status") == "True"
+                    and conditions["Applied"]["reason"] == "AppliedSuccessful"
+                    and len(statuses) == 1 and statuses[0]["health"] == "Healthy"
+                    and statuses[0]["identifier"]["resource"] == "deployments")
+        for member in ("member1", "member2"):
+            await propkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
+                                     what=f"Work status in {member}")
+
+        async def template_available(count: int) -> dict[str, Any] | None:
+            obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)
+            status = obj.get("status") or {}
+            if status.get("availableReplicas") == count and status.get("replicas") == count \
+                    and status.get("observedGeneration") == obj["metadata"]["generation"]:
+                return obj
+            return None
+        await propkit.eventually(lambda: template_available(3), what="template status 3")
+
+        async def binding_aggregated() -> bool:
+            obj = await cp.get(resources.RESOURCE_BINDINGS, rb, namespace=namespace)
+            status = obj.get("status") or {}
+            items = {i["clusterName"]: i for i in status.get("aggregatedStatus") or []}
+            conditions = {c["type"]: c for c in status.get("conditions") or []}
+            return (sorted(items) == ["member1", "member2"]
+                    and all(i["applied"] and i["health"] == "Healthy" for i in items.values())
+                    and conditions.get("FullyApplied", {}).get("status") == "True")
+        await propkit.eventually(binding_aggregated, what="binding aggregatedStatus")
+
+        # rebalanced when the scheduler's result changes
+        await schedule(cp, namespace, rb, {"member1": 2, "member2": 1})
+        await propkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+                                 what="member1 rebalanced to 2")
+        await propkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+                                 what="member2 rebalanced to 1")
+
+        # a member's Deployment deleted by hand comes back
+        async with env.client("member2") as member2:
+            old_uid = (await member2.get(resources.DEPLOYMENTS, name,
+                                         namespace=namespace))["metadata"]["uid"]
+            await member2.delete(resources.DEPLOYMENTS, name, namespace=namespace)
+
+            async def recreated() -> bool:
+                obj = await propkit.get_or_none(member2, resources.DEPLOYMENTS, name, namespace)
+                return obj is not None and obj["metadata"]["uid"] != old_uid
+            await propkit.eventually(recreated, what="member2 Deployment re-created")
+        await propkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+                                 what="re-created Deployment available")
+
+        # a hand edit of a field the Work sets is put back
+        async with env.client("member1") as member1:
+            await member1.patch(resources.DEPLOYMENTS, name, {"spec": {"replicas": 5}},
+                                namespace=namespace)
+        await propkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+                                 what="member1 replicas put back to 2")
+        await propkit.eventually(lambda: template_available(3), what="template status 3 again")
+
+        # template deleted: binding, Works and member Deployments gone
+        await cp.delete(resources.DEPLOYMENTS, name, namespace=namespace)
+
+        async def all_gone() -> bool:
+            if await propkit.get_or_none(cp, resources.RESOURCE_BINDINGS, rb, namespace):
+                return False
+            for member in ("member1", "member2"):
+                if await propkit.get_or_none(cp, resources.WORKS, work, f"karmada-es-{member}"):
+                    return False
+                async with env.client(member) as api:
+                    if await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace):
+                        return False
+            return True
+        await propkit.eventually(all_gone, what="binding, Works and member objects gone")
+
+
+def raw_work(name: str, cluster: str, manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": name, "namespace": f"karmada-es-{cluster}"},
+            "spec": {"workload": {"manifests": manifests}}}
+
+
+def configmap(name: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace}, "data": {"a": "1"}}
+
+
+async def ensure_namespace(api: kube.ApiClient, name: str) -> None:
+    with contextlib.suppress(errors.Conflict):
+        await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
+
+
+async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
+        workload_env: environment.LocalEnvironment) -> None:
+    env = workload_env
+    name = propkit.unique("unserved")
+    async with env.client() as cp, propkit.running(cp, ("execution", "workStatus")):
+        await ensure_namespace(cp, "karmada-es-member1")
+        await cp.create(resources.WORKS, raw_work(name, "member1", [
+            configmap(name, "default"),
+            {"apiVersion": "example.io/v1", "kind": "Widget",
+             "metadata": {"name": name, "namespace": "default"}}]),
+            namespace="karmada-es-member1")
+
+        async def failed() -> dict[str, Any] | None:
+            obj = await cp.get(resources.WORKS, name, namespace="karmada-es-member1")
+            for c in obj.get("status", {}).get("conditions", []):
+                if c["type"] == "Applied" and c["status"] == "False":
+                    return dict(c)
+            return None
+        condition = await propkit.eventually(failed, what="Applied=False")
+        assert condition["reason"] == "AppliedFailed"
+        assert "member1 does not serve Widget (example.io/v1)" in condition["message"]
+        async with env.client("member1") as member1:
+            assert await propkit.get_or_none(member1, resources.CONFIGMAPS, name,
+                                             "default") is None  # nothing half-applied
+        await cp.delete(resources.WORKS, name, namespace="karmada-es-member1")
+        await propkit.eventually(lambda: _gone(cp, name, "karmada-es-member1"),
+                                 what="Work deleted")
+
+
+async def _gone(cp: kube.ApiClient, name: str, namespace: str) -> bool:
+    return await propkit.get_or_none(cp, resources.WORKS, name, namespace) is None
+
+
+async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_gone(
+        workload_env: environment.LocalEnvironment) -> None:
+    env = workload_env
+    name = propkit.unique("ghost")
+    async with env.client() as cp, propkit.running(cp, ("execution",)):
+        await cp.create(resources.CLUSTERS, {
+            "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push",
+                     "secretRef": {"namespace": "karmada-cluster", "name": "member1"}}})
+        await ensure_namespace(cp, f"karmada-es-{name}")
+        await cp.create(resources.WORKS, raw_work(name, name, [configmap(name, "default")]),
+                        namespace=f"karmada-es-{name}")
+
+        async def finalized() -> bool:
+            obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
+            return binding.EXECUTION_FINALIZER in obj["metadata"].get("finalizers", [])
+        await propkit.eventually(finalized, what="finalizer on the Work")
+        await cp.delete(resources.WORKS, name, namespace=f"karmada-es-{name}")
+        # the member cannot be reached: the Work waits (the probe times out quickly)
+        for _ in range(3):
+            obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
+            assert obj["metadata"].get("deletionTimestamp")
+            assert binding.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
+            await asyncio.sleep(1.0)
+        await cp.delete(resources.CLUSTERS, name)
+        await propkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
+                                 what="Work gone with its Cluster")

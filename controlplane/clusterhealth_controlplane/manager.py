@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from clusterhealth_controlplane import memberobjects
 from clusterhealth_core import members, runner
-from clusterhealth_core.kube import informer, resources
+from clusterhealth_core.kube import discovery, informer, resources
 
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
 """Where Karmada keeps the members' credential Secrets (``Cluster.spec.secretRef``)."""
@@ -39,6 +39,7 @@ class Context:
     resync_period: float
     secret_namespace: str = CLUSTER_SECRET_NAMESPACE
     _members: members.MemberClients | None = None
+    _discovery: discovery.Discovery | None = None
     _member_objects: memberobjects.MemberObjects | None = None
 
     @property
@@ -50,6 +51,13 @@ class Context:
             self._members = members.MemberClients(self.term.api, secrets=secrets,
                                                   user_agent="clusterhealth-controlplane")
         return self._members
+
+    @property
+    def discovery(self) -> discovery.Discovery:
+        """The control plane's kinds (apiVersion + kind -> resource), asked once per term."""
+        if self._discovery is None:
+            self._discovery = discovery.Discovery(self.term.api)
+        return self._discovery
 
     @property
     def member_objects(self) -> memberobjects.MemberObjects:

@@ -47,7 +47,7 @@ class BindingController:
         term = context.term
         self.term = term
         self.api = term.api
-        self.discovery = discovery.Discovery(term.api)
+        self.discovery = context.discovery
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.works = term.informers.informer(resources.WORKS)

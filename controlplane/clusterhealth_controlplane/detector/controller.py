@@ -82,7 +82,7 @@ class Detector:
         self.term = term
         self.api = term.api
         self.resync_period = context.resync_period
-        self.discovery = discovery.Discovery(term.api)
+        self.discovery = context.discovery
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
         self.templates: dict[tuple[str, str], informer.Informer] = {}

@@ -21,7 +21,7 @@ from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import reconcile, status
-from clusterhealth_core.kube import discovery, errors, informer, resources
+from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class BindingStatusController:
         term = context.term
         self.term = term
         self.api = term.api
-        self.discovery = discovery.Discovery(term.api)
+        self.discovery = context.discovery
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.works = term.informers.informer(resources.WORKS)

@@ -7,7 +7,7 @@ back either the targets with their replicas (:class:`Scheduled`) or why there ar
 filtered-out cluster's reason). :func:`reschedule_trigger` says whether a binding that
 was scheduled before must be scheduled again, and :func:`mode_for` how.
 
-Timing is optional and injected: ``schedule(..., observe=callback, timer=perf_counter)``
+Timing is optional and injected: ``schedule(..., observe=callback, timer=clock)``
 calls ``callback(plugin, extension_point, seconds)`` once per plugin and call, with the
 time the plugin took over every cluster (``Filter`` or ``Score``), so that the scheduler
 process can export per-plugin durations without this module knowing about metrics.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import time
+import functools
 from collections.abc import Callable, Mapping, Sequence, Set
 
 from clusterhealth_controlplane.scheduler import (
@@ -181,19 +181,29 @@ def schedule(
     *,
     mode: assignment.Mode = assignment.Mode.STEADY,
     observe: Observe | None = None,
-    timer: Timer = time.perf_counter,
+    timer: Timer | None = None,
 ) -> ScheduleResult:
     """Where the binding's replicas go, given every Cluster and the enabled plugins.
 
-    With ``observe``, each plugin's time (measured with ``timer``) is reported once the
-    decision is made, whatever it is.
+    With ``observe``, each plugin's time (measured with ``timer``, which it needs: this
+    module reads no clock) is reported once the decision is made, whatever it is.
     """
-    timing = None if observe is None else _Timing(timer)
+    if observe is not None and timer is None:
+        raise ValueError("observe needs a timer")
+    timing = None if observe is None or timer is None else _Timing(timer)
     try:
         return _schedule(placement, binding, clusters, registry, mode, timing)
     finally:
         if timing is not None and observe is not None:
             timing.report(observe)
+
+
+@functools.lru_cache(maxsize=64)
+def _split(plugins: tuple[framework.Plugin, ...]
+           ) -> tuple[tuple[framework.FilterPlugin, ...], tuple[framework.ScorePlugin, ...]]:
+    """The filters and the scores, in order (protocol checks are slow: done once per set)."""
+    return (tuple(p for p in plugins if isinstance(p, framework.FilterPlugin)),
+            tuple(p for p in plugins if isinstance(p, framework.ScorePlugin)))
 
 
 def _schedule(
@@ -204,9 +214,7 @@ def _schedule(
     mode: assignment.Mode,
     timing: _Timing | None,
 ) -> ScheduleResult:
-    plugins = list(registry.values())
-    filters = [p for p in plugins if isinstance(p, framework.FilterPlugin)]
-    scorers = [p for p in plugins if isinstance(p, framework.ScorePlugin)]
+    filters, scorers = _split(tuple(registry.values()))
     feasible, filtered = _filter(placement, binding, clusters, filters, timing)
     if not feasible:
         return Unschedulable(

@@ -133,6 +133,14 @@ def scheduled_condition(result: algorithm.ScheduleResult, generation: int,
                           reason=result.reason, message=meta.bound_message(result.message))
 
 
+def _inputs(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The spec fields a decision depends on, besides the Clusters."""
+    spec = obj.get("spec") or {}
+    return tuple(spec.get(f) for f in ("placement", "replicas", "replicaRequirements",
+                                       "gracefulEvictionTasks", "rescheduleTriggeredAt",
+                                       "resource"))
+
+
 def _comparable(conditions: Any) -> dict[str, tuple[Any, ...]]:
     return {str(c.get("type")): (c.get("status"), c.get("reason"), c.get("message"))
             for c in conditions or [] if c.get("type") == CONDITION_SCHEDULED}
@@ -163,6 +171,11 @@ class Scheduler:
         """Cluster name to the keys of the bindings targeting it."""
         self.unschedulable: dict[str, int] = {}
         """Keys that could not be scheduled, to their failed attempts so far."""
+        self.produced: dict[str, int] = {}
+        """Key to the generation our own spec write produced (its update event is skipped)."""
+        self._by_request: dict[tuple[tuple[str, str], ...], list[framework.ClusterView]] = {}
+        """The Cluster views with available replicas, per resource request (dropped on any
+        Cluster change)."""
         self._placements: dict[str, tuple[policy.Placement, str]] = {}
         self._views: dict[tuple[str, int | None], framework.PlacementView] = {}
         self.bindings.add_handler(self._on_binding)
@@ -191,10 +204,15 @@ class Scheduler:
         if event == "DELETED":
             self._index(key, target_names(obj), frozenset())
             self.unschedulable.pop(key, None)
+            self.produced.pop(key, None)
             return
         self._index(key, target_names(old), target_names(obj))
         if not is_ours(obj, self.settings.scheduler_name):
             return
+        produced = self.produced.get(key)
+        if produced is not None and produced >= _generation(obj):
+            return  # our own write (or its status), already decided on
+        self.produced.pop(key, None)
         if (old is None or event == "ADDED" or _generation(old) != _generation(obj)
                 or _applied(old) != _applied(obj)
                 or not is_ours(old, self.settings.scheduler_name)):
@@ -213,6 +231,7 @@ class Scheduler:
                 self.entries.pop(name, None)
         if self.entries.get(name) == before:
             return  # nothing the scheduler sees changed
+        self._by_request.clear()
         for key in list(self.on_cluster.get(name, ())):
             self.controller.enqueue(key)
         if event != "DELETED":
@@ -246,6 +265,17 @@ class Scheduler:
             view = self._views[key] = adapt.placement_view(placement, term)
         return view
 
+    def _clusters_for(self, request: Mapping[str, Any]) -> list[framework.ClusterView]:
+        """Every Cluster's view with the replicas of ``request`` it can take (cached)."""
+        cache_key = tuple(sorted((k, str(v)) for k, v in request.items()))
+        views = self._by_request.get(cache_key)
+        if views is None:
+            if len(self._by_request) > 1024:
+                self._by_request.clear()
+            views = [entry.for_request(request) for entry in self.entries.values()]
+            self._by_request[cache_key] = views
+        return views
+
     async def reconcile_binding(self, key: str) -> reconcile.Result | None:
         """Schedule one binding if it needs it; write the result."""
         obj = self._object(key)
@@ -257,8 +287,11 @@ class Scheduler:
         kind = kind_of(key)
         started = self.clock.monotonic()
         try:
-            binding = kind.model.from_dict(obj)
-            raw_placement = (obj.get("spec") or {}).get("placement")
+            raw_spec = obj.get("spec") or {}
+            # the placement is parsed once per distinct placement (cached), not per binding
+            binding = kind.model.from_dict(
+                {**obj, "spec": {k: v for k, v in raw_spec.items() if k != "placement"}})
+            raw_placement = raw_spec.get("placement")
             placement = None if raw_placement is None else self._placement(raw_placement)
         except (meta.ValidationError, ValueError) as exc:
             raise reconcile.TerminalError(
@@ -283,8 +316,7 @@ class Scheduler:
             self.unschedulable.pop(key, None)
             await self._observe_generation(key, kind, obj, binding)
             return None
-        request = adapt.resource_request(spec)
-        clusters = [entry.for_request(request) for entry in self.entries.values()]
+        clusters = self._clusters_for(adapt.resource_request(spec))
         mode = algorithm.mode_for(trigger)
         result: algorithm.ScheduleResult | None = None
         affinity_name: str | None = None
@@ -293,7 +325,7 @@ class Scheduler:
         for name, index in adapt.affinity_terms(parsed, observed):
             result = algorithm.schedule(
                 self._view(parsed, canonical, index), view, clusters, self.settings.plugins,
-                mode=mode, observe=self.metrics.observe_plugin)
+                mode=mode, observe=self.metrics.observe_plugin, timer=self.clock.monotonic)
             affinity_name = name
             if isinstance(result, algorithm.Scheduled):
                 break
@@ -302,7 +334,7 @@ class Scheduler:
         if isinstance(result, algorithm.Unschedulable):
             return await self._unschedulable(key, kind, obj, binding, result, started)
         try:
-            await self._scheduled(kind, obj, binding, result, canonical, affinity_name,
+            await self._scheduled(key, kind, obj, binding, result, canonical, affinity_name,
                                   force_time=trigger is algorithm.Trigger.RESCHEDULE_REQUESTED)
         except kube_errors.NotFound:
             return None  # deleted meanwhile
@@ -317,7 +349,8 @@ class Scheduler:
             self.clock.monotonic() - started)
         return None
 
-    async def _scheduled(self, kind: _Kind, obj: Mapping[str, Any], binding: Binding,
+    async def _scheduled(self, key: str, kind: _Kind, obj: Mapping[str, Any],
+                         binding: Binding,
                          result: algorithm.Scheduled, canonical: str,
                          affinity_name: str | None, *, force_time: bool) -> None:
         metadata = binding.metadata
@@ -326,6 +359,9 @@ class Scheduler:
         generation = metadata.generation
         changed = current != result.targets or _applied(obj) != canonical
         if changed:
+            # The update event of our own write may be handled before the apply returns:
+            # expect its generation now, correct it below.
+            self.produced[key] = generation + (1 if current != result.targets else 0)
             ident: dict[str, Any] = {"name": metadata.name,
                                      "annotations": {adapt.APPLIED_PLACEMENT: canonical}}
             if metadata.namespace:
@@ -335,6 +371,13 @@ class Scheduler:
                 {"metadata": ident, "spec": {"clusters": adapt.targets_wire(result.targets)}},
                 field_manager=FIELD_MANAGER, force=True)
             generation = _generation(written)
+            if _inputs(written) == _inputs(obj):
+                # Nobody else changed the spec in between: the update event of this
+                # generation needs no decision (Karmada's scheduler decides it again).
+                self.produced[key] = generation
+            else:
+                self.produced.pop(key, None)
+                self.controller.enqueue(key)
         live = obj.get("status") or {}
         condition = scheduled_condition(result, generation, self._now())
         desired: dict[str, Any] = {

@@ -11,7 +11,7 @@
   (``shard=i % (clusters/4)``), so every binding needs label selectors, static weights
   and the Webster division.
 * Side by side: Karmada's own scheduler v1.18.2 (``cmd/scheduler``, unmodified, built
-  from the module proxy by the peer harness, ``../shared/peer/scheduler``), with its
+  from the Go module proxy: ``binaries.ensure_karmada_scheduler``), with its
   estimator off, on the same API server, Clusters and bindings; the implementations
   alternate and every binding is reset (``spec.clusters``, the applied-placement
   annotation and the status cleared) before each run.
@@ -384,17 +384,14 @@ async def measure(options: argparse.Namespace, karmada_binary: pathlib.Path | No
 
 
 def karmada_scheduler(options: argparse.Namespace) -> pathlib.Path | None:
-    """Karmada's scheduler to compare with: given, built from the peer folder, or none."""
+    """Karmada's scheduler to compare with: given, or built from the Go module proxy."""
     if options.karmada_scheduler is not None:
         if not options.karmada_scheduler.exists():
             raise SystemExit(f"--karmada-scheduler {options.karmada_scheduler}: no such file")
         return pathlib.Path(options.karmada_scheduler)
-    source = options.peer / "scheduler"
-    if not (source / "go.mod").exists():
-        takeover.progress(f"no {source}/go.mod: measuring our scheduler alone")
-        return None
-    takeover.progress(f"building Karmada's scheduler from {source} (cached)")
-    return binaries.ensure_go_program(source, "karmada-scheduler-peer")
+    takeover.progress("building Karmada's scheduler (cmd/scheduler) from the module proxy "
+                      "(cached)")
+    return binaries.ensure_karmada_scheduler()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -409,14 +406,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--algorithm-calls", type=int, default=2000,
                         help="schedule() calls per trial of the pure algorithm's rate")
     parser.add_argument("--karmada-scheduler", type=pathlib.Path, default=None,
-                        help="Karmada's scheduler binary; default: built from --peer")
+                        help="Karmada's scheduler binary; default: built from the module proxy")
     parser.add_argument("--no-karmada", dest="karmada", action="store_false",
                         help="measure our scheduler alone")
     parser.add_argument("--karmada-shipped", action="store_true",
                         help="also run Karmada's scheduler with its default client limit "
                              "(qps 40, burst 60): slow, about 3 writes per binding")
-    parser.add_argument("--peer", type=pathlib.Path, default=takeover.REPO.parent / "shared/peer",
-                        help="the peer harness folder (default ../shared/peer)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
     if options.clusters < SHARD or options.bindings < 1:
@@ -441,13 +436,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "VmHWM and VmRSS sampled every 0.2 s.",
             "Pure algorithm: algorithm.schedule() over the same Clusters as views, in the "
             "benchmark process, all plugins, no timing hook.",
-            "Karmada: its scheduler v1.18.2 (cmd/scheduler, unmodified, the peer harness's "
-            "../shared/peer/scheduler), --enable-scheduler-estimator=false, no leader "
+            "Karmada: its scheduler v1.18.2 (cmd/scheduler, unmodified, built from the Go "
+            "module proxy), --enable-scheduler-estimator=false, no leader "
             "election, unthrottled (--kube-api-qps/--kube-api-burst 10000)"
             + ("; and as shipped (qps 40, burst 60)" if options.karmada_shipped else "")
             + f"; the schedulers alternate, {options.rounds} run(s) each."
             if binary is not None else
-            "Karmada's scheduler was not measured (no peer folder and no --karmada-scheduler).",
+            "Karmada's scheduler was not measured (--no-karmada).",
         ]
         command = report.command_line("bench.scheduler", args)
         body = report.section(SECTION_TITLE, figures, notes, command)

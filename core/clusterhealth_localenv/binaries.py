@@ -420,7 +420,10 @@ def _copy_karmada_crds(module_dir: pathlib.Path, crd_dir: pathlib.Path) -> None:
         target.chmod(0o644)
 
 
-def _build_karmada(version: str, out_dir: pathlib.Path) -> None:
+def _build_karmada(version: str, out_dir: pathlib.Path,
+                   commands: Sequence[str] = ("aggregated-apiserver", "controller-manager"),
+                   crds: bool = True) -> None:
+    """Build Karmada's ``cmd/<command>`` programs (``karmada-<command>``) of ``version``."""
     go = go_tool()
     with tempfile.TemporaryDirectory(prefix="clusterhealth-karmadabuild-") as tmp:
         work = pathlib.Path(tmp)
@@ -429,26 +432,22 @@ def _build_karmada(version: str, out_dir: pathlib.Path) -> None:
         origin = info.get("Origin")
         commit = str(origin.get("Hash", "")) if isinstance(origin, dict) else ""
         (work / "go.mod").write_text(karmada_gomod(version, upstream))
+        imports = "".join(f'\t_ "{KARMADA_MODULE}/cmd/{command}"\n' for command in commands)
         (work / "tools.go").write_text(
-            "//go:build tools\n\npackage tools\n\nimport (\n"
-            f'\t_ "{KARMADA_MODULE}/cmd/aggregated-apiserver"\n'
-            f'\t_ "{KARMADA_MODULE}/cmd/controller-manager"\n)\n'
-        )
+            f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
         _run([go, "mod", "tidy"], work, f"{KARMADA_MODULE} {version} go.mod", _MOD_FLAGS)
         partial = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         ldflags = _karmada_ldflags(version, commit)
-        for output, package in (
-            ("karmada-aggregated-apiserver", f"{KARMADA_MODULE}/cmd/aggregated-apiserver"),
-            ("karmada-controller-manager", f"{KARMADA_MODULE}/cmd/controller-manager"),
-        ):
+        for output, package in ((f"karmada-{c}", f"{KARMADA_MODULE}/cmd/{c}") for c in commands):
             _run(
                 [go, "build", "-trimpath", f"-ldflags=-s -w {ldflags}",
                  "-o", str(partial / output), package],
                 work, f"{output} {version}", _MOD_FLAGS,
             )
-        _copy_karmada_crds(pathlib.Path(str(info["Dir"])), partial / "crds")
+        if crds:
+            _copy_karmada_crds(pathlib.Path(str(info["Dir"])), partial / "crds")
         shutil.rmtree(out_dir, ignore_errors=True)
         partial.rename(out_dir)
 
@@ -471,6 +470,20 @@ def ensure_karmada(version: str = KARMADA_VERSION) -> KarmadaBinaries:
             out_dir.parent.mkdir(parents=True, exist_ok=True)
             _build_karmada(version, out_dir)
     return binaries
+
+
+def ensure_karmada_scheduler(version: str = KARMADA_VERSION) -> pathlib.Path:
+    """Return Karmada's own scheduler (``cmd/scheduler``, unmodified), built once from the
+    Go module proxy like its other parts (the scheduler benchmark runs it beside ours)."""
+    out_dir = cache_root() / "bin" / f"karmada-{version}-scheduler"
+    binary = out_dir / "karmada-scheduler"
+    if binary.exists():
+        return binary
+    with _build_lock(out_dir.name):
+        if not binary.exists():
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            _build_karmada(version, out_dir, ("scheduler",), crds=False)
+    return binary
 
 
 def main() -> int:

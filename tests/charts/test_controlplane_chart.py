@@ -1,0 +1,675 @@
+"""The clusterhealth-controlplane chart: what it renders, what it refuses, and least privilege.
+
+Two leader-elected Deployments (the controller manager and the scheduler), each
+with its own ServiceAccount, Lease and RBAC.  Every manifest is validated with
+kubernetes-validate (strict, the project's Kubernetes version) except the
+monitoring.coreos.com ServiceMonitor, which it has no schema for: its structure
+is checked here instead.  The names the schema knows (controllers, plugins) are
+checked against the components' own tables.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import chartkit
+import kubernetes_validate
+import pytest
+import yaml
+
+from clusterhealth_controlplane import controllers
+from clusterhealth_controlplane import settings as manager_settings
+from clusterhealth_controlplane.scheduler import plugins
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "controlplane"
+KUBERNETES = chartkit.KUBERNETES
+NAMESPACE = "clusterhealth-system"
+RELEASE = "clusterhealth-controlplane"
+MANAGER = f"{RELEASE}-controller-manager"
+SCHEDULER = f"{RELEASE}-scheduler"
+CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+MONITORING = "monitoring.coreos.com/v1"
+CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
+        "clusters.cluster.karmada.io", "multiclusteringresses.networking.karmada.io",
+        "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
+        "resourcebindings.work.karmada.io", "works.work.karmada.io"]
+KARMADA_HOST: dict[str, Any] = {"kubeconfigSecret": {"name": "karmada-kubeconfig",
+                                     "controllerManagerKey": "cm", "schedulerKey": "sched"},
+                "crds": {"enabled": False}}
+# per component: ServiceAccount, ClusterRole(Binding), leader-election Role(Binding);
+# the controller manager also its Role(Binding) for the members' Secrets
+RBAC_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding", "RoleBinding",
+              "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+RUNNING = ["Deployment", "Deployment", "PodDisruptionBudget", "PodDisruptionBudget",
+           "Service", "Service"]
+
+Manifest = chartkit.Manifest
+Render = chartkit.Render
+Grant = tuple[str, str, str, str, tuple[str, ...]]
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return chartkit.helm_for(CHART)
+
+
+@pytest.fixture
+def render(helm: str, tmp_path: pathlib.Path) -> Render:
+    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
+    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
+
+
+@pytest.fixture
+def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
+    """Render the chart expecting helm to refuse; return its error output."""
+    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
+
+
+_one = chartkit.one
+_kinds = chartkit.kinds
+
+
+def _pod(documents: list[Manifest], name: str = MANAGER) -> Manifest:
+    pod: Manifest = _one(documents, "Deployment", name)["spec"]["template"]["spec"]
+    return pod
+
+
+def _container(documents: list[Manifest], name: str = MANAGER) -> Manifest:
+    pod = _pod(documents, name)
+    assert len(pod["containers"]) == 1
+    container: Manifest = pod["containers"][0]
+    return container
+
+
+def _validate(documents: list[Manifest]) -> None:
+    for document in documents:
+        if document["apiVersion"] != MONITORING:  # no schema: see test_service_monitor
+            kubernetes_validate.validate(document, KUBERNETES, strict=True)
+
+
+# --- the chart itself ------------------------------------------------------------------
+
+def test_chart_depends_on_the_crds_chart_by_file() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["name"] == "clusterhealth-controlplane"
+    assert chart["dependencies"] == [{"name": "clusterhealth-crds", "version": "0.1.0",
+                                      "repository": "file://../clusterhealth-crds",
+                                      "condition": "crds.enabled"}]
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["crds"] == {"enabled": True}
+
+
+def test_there_are_ci_values() -> None:
+    assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
+                         "karmada-rbac-values.yaml"]
+
+
+@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
+def test_lints_strictly(helm: str, values_file: str | None) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    if values_file:
+        args += ["--values", str(CHART / "ci" / values_file)]
+    proc = chartkit.run_helm(helm, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+@pytest.mark.parametrize("values_file", CI_VALUES)
+def test_renders_valid_manifests(helm: str, values_file: str) -> None:
+    proc = chartkit.run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                             "--kube-version", KUBERNETES, "--include-crds",
+                             "--values", str(CHART / "ci" / values_file))
+    assert proc.returncode == 0, proc.stderr
+    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert documents
+    _validate(documents)
+
+
+def test_defaults_render_valid_manifests(render: Render) -> None:
+    documents = render()
+    assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RBAC_KINDS,
+                                        *RUNNING])
+    _validate(documents)
+    for document in documents:
+        labels = document["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "clusterhealth-controlplane"
+        assert labels["app.kubernetes.io/part-of"] == "clusterhealth"
+        assert labels["app.kubernetes.io/component"] in ("controller-manager", "scheduler")
+
+
+def test_names_follow_the_release(render: Render, helm: str, tmp_path: pathlib.Path) -> None:
+    names = sorted(d["metadata"]["name"] for d in render() if d["kind"] == "Deployment")
+    assert names == [MANAGER, SCHEDULER]
+    short = chartkit.renderer(helm, CHART, "cp", NAMESPACE, tmp_path)()
+    assert sorted(d["metadata"]["name"] for d in short if d["kind"] == "Deployment") == [
+        "cp-clusterhealth-controlplane-controller-manager",
+        "cp-clusterhealth-controlplane-scheduler"]
+    # a long release name is shortened, the component's suffix kept (Service names <= 63)
+    long = chartkit.renderer(helm, CHART, "a-rather-long-release-name-for-testing-x",
+                             NAMESPACE, tmp_path)()
+    services = sorted(d["metadata"]["name"] for d in long if d["kind"] == "Service")
+    assert [len(s) <= 63 for s in services] == [True, True]
+    assert services[0].endswith("-controller-manager") and services[1].endswith("-scheduler")
+    _validate(long)
+
+
+# --- the Deployments -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "module", "port"), [
+    (MANAGER, "clusterhealth_controlplane", 10357),
+    (SCHEDULER, "clusterhealth_controlplane.scheduler", 10351),
+])
+def test_deployment_defaults(render: Render, name: str, module: str, port: int) -> None:
+    documents = render()
+    deployment = _one(documents, "Deployment", name)
+    assert deployment["metadata"]["namespace"] == NAMESPACE
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    pod = _pod(documents, name)
+    assert pod["serviceAccountName"] == name
+    assert pod["automountServiceAccountToken"] is True
+    assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(pod)
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"}}
+    container = _container(documents, name)
+    assert container["image"] == "clusterhealth-controlplane:0.1.0"
+    assert container["command"] == ["python", "-m", module]
+    assert container["ports"] == [{"name": "metrics", "containerPort": port,
+                                   "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["resources"] == {"requests": {"cpu": "50m", "memory": "128Mi"},
+                                      "limits": {"memory": "512Mi"}}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                            "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert container["env"] == [{"name": "POD_NAMESPACE", "valueFrom": {
+        "fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    # the two Deployments select only their own pods
+    other = SCHEDULER if name == MANAGER else MANAGER
+    other_labels = _one(documents, "Deployment", other)["spec"]["template"]["metadata"]["labels"]
+    assert not deployment["spec"]["selector"]["matchLabels"].items() <= other_labels.items()
+
+
+def _leader_args(name: str) -> list[str]:
+    return ["--leader-elect=true", "--leader-elect-lease-duration=15s",
+            "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
+            f"--leader-elect-resource-name={name}",
+            f"--leader-elect-resource-namespace={NAMESPACE}"]
+
+
+def test_deployment_args(render: Render) -> None:
+    documents = render()
+    assert _container(documents, MANAGER)["args"] == [
+        "--controllers=*", "--resync-period=5m", "--workers=4", "--event-namespace=default",
+        "--healthz-port=10357", *_leader_args(MANAGER)]
+    assert _container(documents, SCHEDULER)["args"] == [
+        "--plugins=*", "--workers=8", "--event-namespace=default", "--healthz-port=10351",
+        *_leader_args(SCHEDULER)]
+
+
+def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Path) -> None:
+    """Every flag the chart passes is one the component parses (and validates)."""
+    documents = render({"controllerManager": {"controllers": "*,-execution"}})
+    args = _container(documents, MANAGER)["args"]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
+                                   environ={"POD_NAMESPACE": NAMESPACE})
+    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus")
+    assert loaded.election.lease_name == MANAGER
+    assert loaded.election.lease_namespace == NAMESPACE
+    assert loaded.healthz_port == 10357
+    # the scheduler's flags: those its settings module parses (written beside this chart)
+    scheduler_flags = {a.split("=", 1)[0] for a in _container(documents, SCHEDULER)["args"]}
+    manager_flags = {a.split("=", 1)[0] for a in args}
+    assert scheduler_flags - manager_flags == {"--plugins"}
+    assert manager_flags - scheduler_flags == {"--controllers", "--resync-period"}
+
+
+def test_deployment_args_follow_values(render: Render) -> None:
+    documents = render({
+        "controllerManager": {"controllers": "detector,binding", "workers": 16,
+                              "resyncPeriod": "90s", "extraArgs": ["--http-library=httpx"]},
+        "scheduler": {"plugins": "*,-ClusterLocality", "workers": 32,
+                      "extraArgs": ["--scheduler-name=mine"]},
+        "eventNamespace": "kube-system",
+        "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
+                           "retryPeriod": "500ms"},
+    })
+    manager, scheduler = _container(documents, MANAGER)["args"], _container(documents,
+                                                                             SCHEDULER)["args"]
+    for expected in ("--controllers=detector,binding", "--workers=16", "--resync-period=90s",
+                     "--event-namespace=kube-system", "--leader-elect-lease-duration=1m",
+                     "--leader-elect-renew-deadline=40.5s",
+                     "--leader-elect-retry-period=500ms"):
+        assert expected in manager
+    for expected in ("--plugins=*,-ClusterLocality", "--workers=32",
+                     "--event-namespace=kube-system", "--leader-elect-lease-duration=1m"):
+        assert expected in scheduler
+    assert manager[-1] == "--http-library=httpx"
+    assert scheduler[-1] == "--scheduler-name=mine"
+    assert not [a for a in manager + scheduler if a.startswith("--kubeconfig")]
+
+
+def test_replicas_and_resources_per_component(render: Render) -> None:
+    documents = render({"controllerManager": {"replicas": 1,
+                                              "resources": {"requests": {"cpu": "1"}}},
+                        "scheduler": {"replicas": 3}})
+    assert _one(documents, "Deployment", MANAGER)["spec"]["replicas"] == 1
+    assert _one(documents, "Deployment", SCHEDULER)["spec"]["replicas"] == 3
+    # Helm merges maps: the default memory request and limit stay
+    assert _container(documents, MANAGER)["resources"] == {
+        "requests": {"cpu": "1", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+    assert _container(documents, SCHEDULER)["resources"]["limits"] == {"memory": "512Mi"}
+    # a PodDisruptionBudget only for the Deployment with more than one replica
+    pdb = _one(documents, "PodDisruptionBudget")
+    assert pdb["metadata"]["name"] == SCHEDULER
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {
+        "matchLabels": _one(documents, "Deployment", SCHEDULER)["spec"]["selector"][
+            "matchLabels"]}}
+
+
+def test_scheduling_values_apply_to_both(render: Render) -> None:
+    documents = render()
+    for name in (MANAGER, SCHEDULER):
+        selector = _one(documents, "Deployment", name)["spec"]["selector"]["matchLabels"]
+        assert _pod(documents, name)["affinity"] == {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100,
+                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                    "labelSelector": {"matchLabels": selector}}}]}}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}]}}}
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "cp",
+                    "effect": "NoSchedule"}]
+    documents = render({"affinity": affinity, "tolerations": tolerations,
+                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        "priorityClassName": "system-cluster-critical",
+                        "image": {"repository": "registry.example.org/cp", "tag": "1.2.3",
+                                  "pullPolicy": "Always"}})
+    for name in (MANAGER, SCHEDULER):
+        pod = _pod(documents, name)
+        assert pod["affinity"] == affinity
+        assert pod["tolerations"] == tolerations
+        assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert pod["containers"][0]["image"] == "registry.example.org/cp:1.2.3"
+        assert pod["containers"][0]["imagePullPolicy"] == "Always"
+
+
+def test_scheduler_disabled(render: Render) -> None:
+    documents = render({"scheduler": {"enabled": False}})
+    assert not [d for d in documents if d["metadata"]["name"].startswith(SCHEDULER)]
+    assert [d["metadata"]["name"] for d in documents if d["kind"] == "Deployment"] == [MANAGER]
+    rbac = render({"scheduler": {"enabled": False}, "rbacOnly": True})
+    assert not [d for d in rbac if d["metadata"]["name"].startswith(SCHEDULER)]
+    assert _one(rbac, "ServiceAccount")["metadata"]["name"] == MANAGER
+
+
+# --- values that are refused -----------------------------------------------------------
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"controllerManager": {"replicas": 0}}, "/controllerManager/replicas"),
+    ({"scheduler": {"replicas": 1.5}}, "/scheduler/replicas"),
+    ({"controllerManager": {"workers": 0}}, "/controllerManager/workers"),
+    ({"controllerManager": {"workers": 65}}, "/controllerManager/workers"),
+    ({"scheduler": {"workers": 100}}, "/scheduler/workers"),
+    ({"scheduler": {"workers": "8"}}, "/scheduler/workers"),
+    ({"controllerManager": {"resyncPeriod": "5"}}, "/controllerManager/resyncPeriod"),
+    ({"controllerManager": {"resyncPeriod": "1d"}}, "/controllerManager/resyncPeriod"),
+    ({"controllerManager": {"resyncPeriod": "0s"}}, "/controllerManager/resyncPeriod"),
+    ({"controllerManager": {"resyncPeriod": 300}}, "/controllerManager/resyncPeriod"),
+    ({"leaderElection": {"leaseDuration": "15"}}, "/leaderElection/leaseDuration"),
+    ({"leaderElection": {"retryPeriod": "0ms"}}, "/leaderElection/retryPeriod"),
+    ({"controllerManager": {"controllers": "scheduler"}}, "/controllerManager/controllers"),
+    ({"controllerManager": {"controllers": "*,-remedy"}}, "/controllerManager/controllers"),
+    ({"controllerManager": {"controllers": "Detector"}}, "/controllerManager/controllers"),
+    ({"controllerManager": {"controllers": "detector,"}}, "/controllerManager/controllers"),
+    ({"controllerManager": {"controllers": ""}}, "/controllerManager/controllers"),
+    ({"controllerManager": {"controllers": ["detector"]}}, "/controllerManager/controllers"),
+    ({"scheduler": {"plugins": "*,-NoSuchPlugin"}}, "/scheduler/plugins"),
+    ({"scheduler": {"plugins": "clusteraffinity"}}, "/scheduler/plugins"),
+    ({"scheduler": {"enabled": "yes"}}, "/scheduler/enabled"),
+    ({"scheduler": {"leaseName": "x"}}, "additional properties 'leaseName' not allowed"),
+    ({"controllerManager": {"controler": "*"}}, "additional properties 'controler' not allowed"),
+    ({"replicas": 2}, "additional properties 'replicas' not allowed"),
+    ({"workers": 2}, "additional properties 'workers' not allowed"),
+    ({"eventNamespace": "clusterhealth-system"}, "/eventNamespace"),
+    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"controllerManager": {"extraArgs": ["workers=3"]}}, "/controllerManager/extraArgs/0"),
+    ({"templateKinds": [{"apiGroup": "apps"}]}, "/templateKinds/0"),
+    ({"templateKinds": [{"apiGroup": "apps", "resources": []}]}, "/templateKinds/0/resources"),
+    ({"templateKinds": [{"apiGroup": "apps", "resources": ["Deployments"]}]},
+     "/templateKinds/0/resources/0"),
+    ({"templateKinds": [{"apiGroup": "apps", "resources": ["deployments/status"]}]},
+     "/templateKinds/0/resources/0"),
+    ({"templateKinds": [{"apiGroup": "Apps", "resources": ["deployments"]}]},
+     "/templateKinds/0/apiGroup"),
+    ({"templateKinds": [{"apiGroup": "apps", "resources": ["deployments"], "verbs": ["get"]}]},
+     "additional properties 'verbs' not allowed"),
+    ({"kubeconfigSecret": {"name": "Bad_Name", "controllerManagerKey": "a",
+                           "schedulerKey": "b"}}, "/kubeconfigSecret/name"),
+    ({"kubeconfigSecret": {"name": "kc", "key": "kubeconfig"}}, "/kubeconfigSecret"),
+    ({"crds": {"enabled": "no"}}, "/crds/enabled"),
+    ({"rbacOnly": "true"}, "/rbacOnly"),
+    ({"serviceMonitor": {"enabled": True, "interval": "30"}}, "/serviceMonitor/interval"),
+    ({"nodeSelector": {"zone": 1}}, "/nodeSelector/zone"),
+])
+def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
+                                   message: str) -> None:
+    error = render_error(values)
+    assert "don't meet the specifications of the schema" in error, error
+    assert message in error, error
+
+
+@pytest.mark.parametrize("item", ["controllerManager.workers=100", "scheduler.replicas=0",
+                                  "controllerManager.resyncPeriod=5", "foo=bar",
+                                  "controllerManager.controllers=nope"])
+def test_schema_rejects_bad_values_given_with_set(render_error: Callable[..., str],
+                                                  item: str) -> None:
+    assert "don't meet the specifications of the schema" in render_error(None, item)
+
+
+@pytest.mark.parametrize("controllers", ["*", "detector", "-detector,*", "*,-execution",
+                                         "binding,execution,workStatus,bindingStatus,detector"])
+def test_schema_accepts_controller_selections(render: Render, controllers: str) -> None:
+    args = _container(render({"controllerManager": {"controllers": controllers}}))["args"]
+    assert f"--controllers={controllers}" in args
+
+
+@pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
+                                         "-workStatus,-bindingStatus", "detector,-detector"])
+def test_a_selection_of_no_controller_is_refused(render_error: Callable[..., str],
+                                                 controllers: str) -> None:
+    error = render_error({"controllerManager": {"controllers": controllers}})
+    assert "selects no controller" in error, error
+
+
+def test_schema_knows_the_components_names() -> None:
+    """The schema's controller and plugin names are the components' own tables."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    props = schema["properties"]
+
+    def names(pattern: str) -> list[str]:
+        found = re.search(r"-\?\(([^)]*)\)", pattern)
+        assert found, pattern
+        return found.group(1).split("|")
+
+    assert names(props["controllerManager"]["properties"]["controllers"]["pattern"]) \
+        == controllers.NAMES
+    assert names(props["scheduler"]["properties"]["plugins"]["pattern"]) \
+        == list(plugins.default_registry())
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    assert 'list "' + '" "'.join(controllers.NAMES) + '"' in helpers
+
+
+@pytest.mark.parametrize("timings", [
+    {"leaseDuration": "15s", "renewDeadline": "15s", "retryPeriod": "2s"},
+    {"leaseDuration": "1m", "renewDeadline": "60s", "retryPeriod": "2s"},
+    {"leaseDuration": "1h", "renewDeadline": "59m", "retryPeriod": "1h"},
+])
+def test_lease_timings_must_decrease(render_error: Callable[..., str],
+                                     timings: dict[str, str]) -> None:
+    error = render_error({"leaderElection": timings})
+    assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
+
+
+def test_schema_is_draft_07_and_closed() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) <= set(schema["properties"])
+    for component in ("controllerManager", "scheduler"):
+        assert schema["properties"][component]["additionalProperties"] is False
+        assert set(values[component]) <= set(schema["properties"][component]["properties"])
+
+
+def test_values_file_is_short() -> None:
+    assert len((CHART / "values.yaml").read_text().splitlines()) <= 70
+
+
+# --- RBAC ------------------------------------------------------------------------------
+
+def _rules(documents: list[Manifest]) -> list[tuple[str, str, str, Manifest]]:
+    return [(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"], rule)
+            for d in documents if d["kind"] in ("Role", "ClusterRole") for rule in d["rules"]]
+
+
+def _granted(documents: list[Manifest], account: str) -> set[Grant]:
+    """What ``account`` may do: (namespace or "", group, resource, verb, resourceNames)."""
+    bound = set()
+    for binding in documents:
+        if binding["kind"] in ("RoleBinding", "ClusterRoleBinding") and any(
+                s["name"] == account for s in binding["subjects"]):
+            bound.add((binding["roleRef"]["kind"], binding["metadata"].get("namespace", ""),
+                       binding["roleRef"]["name"]))
+    return {(namespace, group, resource, verb, tuple(rule.get("resourceNames", [])))
+            for kind, namespace, name, rule in _rules(documents)
+            if (kind, namespace, name) in bound
+            for group in rule["apiGroups"] for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
+def _grants(namespace: str, group: str, resources: str, verbs: str,
+            names: tuple[str, ...] = ()) -> set[Grant]:
+    return {(namespace, group, r, v, names) for r in resources.split() for v in verbs.split()}
+
+
+def _lease(name: str) -> set[Grant]:
+    return (_grants(NAMESPACE, "coordination.k8s.io", "leases", "create")
+            | _grants(NAMESPACE, "coordination.k8s.io", "leases", "get update watch", (name,)))
+
+
+def _expected_manager(templates: bool = True) -> set[Grant]:
+    grants = (
+        _grants("", "policy.karmada.io", "propagationpolicies clusterpropagationpolicies",
+                "get list watch")
+        | _grants("", "policy.karmada.io",
+                  "propagationpolicies/status clusterpropagationpolicies/status", "patch update")
+        | _grants("", "work.karmada.io", "resourcebindings clusterresourcebindings",
+                  "get list watch create patch delete")
+        | _grants("", "work.karmada.io",
+                  "resourcebindings/status clusterresourcebindings/status", "patch")
+        | _grants("", "work.karmada.io", "works", "get list watch create patch update delete")
+        | _grants("", "work.karmada.io", "works/status", "patch")
+        | _grants("", "cluster.karmada.io", "clusters", "get list watch")
+        | _grants("", "", "namespaces", "create")
+        | _grants("", "", "events", "create patch")
+        | _grants("karmada-cluster", "", "secrets", "get list watch")
+        | _lease(MANAGER))
+    if templates:
+        grants |= (_grants("", "apps", "deployments statefulsets replicasets",
+                           "get list watch patch")
+                   | _grants("", "", "services configmaps secrets serviceaccounts",
+                             "get list watch patch")
+                   | _grants("", "apps", "deployments/status statefulsets/status", "patch"))
+    return grants
+
+
+def _expected_scheduler() -> set[Grant]:
+    return (_grants("", "work.karmada.io", "resourcebindings clusterresourcebindings",
+                    "get list watch patch")
+            | _grants("", "work.karmada.io",
+                      "resourcebindings/status clusterresourcebindings/status", "patch update")
+            | _grants("", "cluster.karmada.io", "clusters", "get list watch")
+            | _grants("", "", "events", "create patch")
+            | _lease(SCHEDULER))
+
+
+def test_rbac_is_exactly_least_privilege(render: Render) -> None:
+    documents = render()
+    for kind, namespace, name, rule in _rules(documents):
+        where = f"{kind} {namespace}/{name}"
+        assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, where
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert not any("*" in item for item in rule.get(field, [])), where
+        assert not {"deletecollection", "escalate", "bind", "impersonate"} \
+            & set(rule["verbs"]), where
+    assert _granted(documents, MANAGER) == _expected_manager()
+    assert _granted(documents, SCHEDULER) == _expected_scheduler()
+    # Secrets: in karmada-cluster (the members' credentials) and as templates only
+    secrets = {g for g in _granted(documents, MANAGER) if g[2] == "secrets"}
+    assert secrets == _grants("karmada-cluster", "", "secrets", "get list watch") \
+        | _grants("", "", "secrets", "get list watch patch")
+    # the scheduler deletes nothing, creates no binding, reads no Secret
+    assert not [g for g in _granted(documents, SCHEDULER)
+                if g[3] in ("delete", "create") and g[2] != "leases" and g[2] != "events"]
+    # bindings refer to their own ServiceAccount in the release namespace
+    for binding in documents:
+        if binding["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert [s["namespace"] for s in binding["subjects"]] == [NAMESPACE]
+            assert binding["subjects"][0]["name"] in (MANAGER, SCHEDULER)
+
+
+def test_template_kinds_follow_values(render: Render) -> None:
+    documents = render({"templateKinds": [
+        {"apiGroup": "batch", "resources": ["jobs"], "status": ["jobs"]},
+        {"apiGroup": "", "resources": ["configmaps"]}]})
+    granted = _granted(documents, MANAGER)
+    assert granted == (_expected_manager(templates=False)
+                       | _grants("", "batch", "jobs", "get list watch patch")
+                       | _grants("", "batch", "jobs/status", "patch")
+                       | _grants("", "", "configmaps", "get list watch patch"))
+    # without secrets among the templates, none outside karmada-cluster
+    assert {g[0] for g in granted if g[2] == "secrets"} == {"karmada-cluster"}
+    # arbitrary kinds are a deliberate choice, spelled out
+    anything = _granted(render({"templateKinds": [{"apiGroup": "*", "resources": ["*"]}]}),
+                        MANAGER)
+    assert _grants("", "*", "*", "get list watch patch") <= anything
+    assert _granted(render({"templateKinds": []}), MANAGER) == _expected_manager(templates=False)
+
+
+def test_lease_and_events_match_the_args(render: Render) -> None:
+    documents = render({"eventNamespace": "kube-system"})
+    for name in (MANAGER, SCHEDULER):
+        role = _one(documents, "Role", f"{name}-leader-election")
+        args = _container(documents, name)["args"]
+        assert f"--leader-elect-resource-name={role['rules'][1]['resourceNames'][0]}" in args
+        assert f"--leader-elect-resource-namespace={role['metadata']['namespace']}" in args
+        assert "--event-namespace=kube-system" in args
+        # Events go to any namespace (namespaced objects' Events go to theirs)
+        assert _grants("", "", "events", "create patch") <= _granted(documents, name)
+
+
+# --- CRDs: the clusterhealth-crds dependency ------------------------------------------
+
+def _crd_names(documents: list[Manifest]) -> list[str]:
+    return sorted(d["metadata"]["name"] for d in documents
+                  if d["kind"] == "CustomResourceDefinition")
+
+
+def test_crds_come_from_the_dependency(render: Render) -> None:
+    assert _crd_names(render(include_crds=True)) == CRDS
+    assert _crd_names(render()) == []
+    disabled = render({"crds": {"enabled": False}}, include_crds=True)
+    assert _crd_names(disabled) == []
+    assert _kinds(disabled) == _kinds(render())
+
+
+# --- kubeconfigSecret and rbacOnly: a host cluster managing another API server ---------
+
+def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
+    documents = render(KARMADA_HOST)
+    for name, key in ((MANAGER, "cm"), (SCHEDULER, "sched")):
+        container, pod = _container(documents, name), _pod(documents, name)
+        assert container["args"][0] == f"--kubeconfig=/etc/clusterhealth/kubeconfig/{key}"
+        assert len([a for a in container["args"] if a.startswith("--kubeconfig")]) == 1
+        assert {"name": "kubeconfig", "mountPath": "/etc/clusterhealth/kubeconfig",
+                "readOnly": True} in container["volumeMounts"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "kubeconfig")
+        # each pod gets only its own component's kubeconfig
+        assert volume["secret"] == {"secretName": "karmada-kubeconfig", "defaultMode": 0o440,
+                                    "items": [{"key": key, "path": key}]}
+        assert pod["automountServiceAccountToken"] is False
+    assert [sa["automountServiceAccountToken"] for sa in documents
+            if sa["kind"] == "ServiceAccount"] == [False, False]
+    assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RUNNING])
+    assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
+    _validate(documents)
+
+
+def test_kubeconfig_secret_refusals(render_error: Callable[..., str]) -> None:
+    error = render_error({"kubeconfigSecret": {**KARMADA_HOST["kubeconfigSecret"]}})
+    assert "set crds.enabled=false" in error, error
+    error = render_error({"kubeconfigSecret": {"name": "kc", "controllerManagerKey": "k",
+                                               "schedulerKey": "k"},
+                          "crds": {"enabled": False}})
+    assert "controllerManagerKey and schedulerKey must differ" in error, error
+
+
+def test_rbac_only(render: Render) -> None:
+    documents = render({"rbacOnly": True, "crds": {"enabled": False},
+                        "serviceMonitor": {"enabled": True}})
+    assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RBAC_KINDS])
+    assert _granted(documents, MANAGER) == _expected_manager()
+    assert _granted(documents, SCHEDULER) == _expected_scheduler()
+    _validate(documents)
+    # the same names as the host install with the same release name and namespace
+    host = render(KARMADA_HOST)
+    for name in (MANAGER, SCHEDULER):
+        assert f"--leader-elect-resource-name={name}" in _container(host, name)["args"]
+        assert _one(documents, "ServiceAccount", name)["metadata"]["namespace"] == NAMESPACE
+    assert _crd_names(render({"rbacOnly": True}, include_crds=True)) == CRDS
+
+
+# --- metrics ---------------------------------------------------------------------------
+
+def test_metrics_services_select_their_pods(render: Render) -> None:
+    documents = render()
+    for name, port in ((MANAGER, 10357), (SCHEDULER, 10351)):
+        service = _one(documents, "Service", name)
+        pod_labels = _one(documents, "Deployment", name)["spec"]["template"]["metadata"][
+            "labels"]
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+        assert service["spec"]["ports"] == [{"name": "metrics", "port": port,
+                                             "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_service_monitor(render: Render) -> None:
+    assert not [d for d in render() if d["apiVersion"] == MONITORING]
+    documents = render({"serviceMonitor": {"enabled": True, "interval": "15s",
+                                           "labels": {"release": "prom"}}})
+    monitor = _one(documents, "ServiceMonitor")
+    assert monitor["apiVersion"] == MONITORING
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    # one monitor scrapes both components' Services
+    for service in (d for d in documents if d["kind"] == "Service"):
+        assert monitor["spec"]["selector"]["matchLabels"].items() \
+            <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
+                                             "interval": "15s", "honorLabels": True}]
+
+
+# --- the README documents what the chart does -----------------------------------------
+
+def test_readme_documents_values() -> None:
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for key, value in values.items():
+        assert f"`{key}" in readme, key
+        if key in ("controllerManager", "scheduler"):
+            for sub in value:
+                assert f"`{key}.{sub}" in readme, f"{key}.{sub}"
+    for name in controllers.NAMES:
+        assert f"`{name}`" in readme, name
+    assert "--set crds.enabled=false" in readme

@@ -200,6 +200,15 @@ def ours(workers: int) -> Implementation:
     return Implementation("ours", f"ours ({workers} workers)", argv)
 
 
+def bare(workers: int) -> Implementation:
+    """The scheduler's two writes per binding with no scheduler (``bench.bare_schedule``)."""
+    def argv(env: environment.LocalEnvironment) -> list[str]:
+        return [runtime.python(), "-m", "bench.bare_schedule", "--kubeconfig",
+                str(env.kubeconfig()), "--namespace", NAMESPACE, "--workers", str(workers)]
+    return Implementation("bare", f"bare writes, no scheduler ({workers} workers; the floor)",
+                          argv)
+
+
 def karmada(binary: pathlib.Path, *, shipped: bool) -> Implementation:
     def argv(env: environment.LocalEnvironment) -> list[str]:
         limits = [] if shipped else ["--kube-api-qps", "10000", "--kube-api-burst", "10000"]
@@ -215,9 +224,12 @@ def karmada(binary: pathlib.Path, *, shipped: bool) -> Implementation:
 def start(impl: Implementation, env: environment.LocalEnvironment,
           log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start one scheduler process, its output appended to ``log``."""
+    child = takeover.child_env()
+    # the repository root too: the bare writer lives in bench/
+    child["PYTHONPATH"] = os.pathsep.join([str(takeover.REPO), child["PYTHONPATH"]])
     with log.open("ab") as out:
         return subprocess.Popen(impl.argv(env), stdout=out, stderr=subprocess.STDOUT,
-                                env=takeover.child_env())
+                                env=child)
 
 
 async def run_once(env: environment.LocalEnvironment, api: kube.ApiClient,
@@ -333,12 +345,12 @@ def figures_for(impls: Sequence[Implementation], runs: dict[str, list[Run]], bin
                           "MiB"),
         ]
     if runs.get("ours"):
-        for other in ("karmada", "karmada-shipped"):
+        for other in ("bare", "karmada", "karmada-shipped"):
             if runs.get(other):
                 ratio = (statistics.median(r.seconds for r in runs["ours"])
                          / statistics.median(r.seconds for r in runs[other]))
                 who = next(i.label for i in impls if i.name == other)
-                strict = other == "karmada"
+                strict = other == "karmada"  # the floor and the shipped one: recorded
                 figures.append(report.Figure(
                     f"wall time ours / {who} (medians)", (ratio,), "x",
                     "< 1" if strict else "-",
@@ -349,6 +361,8 @@ def figures_for(impls: Sequence[Implementation], runs: dict[str, list[Run]], bin
 async def measure(options: argparse.Namespace, karmada_binary: pathlib.Path | None
                   ) -> list[report.Figure]:
     impls: list[Implementation] = [ours(options.workers)]
+    if options.floor:
+        impls.append(bare(options.workers))
     if karmada_binary is not None:
         impls.append(karmada(karmada_binary, shipped=False))
         if options.karmada_shipped:
@@ -409,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Karmada's scheduler binary; default: built from the module proxy")
     parser.add_argument("--no-karmada", dest="karmada", action="store_false",
                         help="measure our scheduler alone")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="leave out the bare writes (bench.bare_schedule: the scheduler's "
+                             "two writes per binding with no scheduler, the API server's floor)")
     parser.add_argument("--karmada-shipped", action="store_true",
                         help="also run Karmada's scheduler with its default client limit "
                              "(qps 40, burst 60): slow, about 3 writes per binding")

@@ -1,0 +1,144 @@
+"""The whole chain: template + policy -> detector -> scheduler -> Works -> members -> status.
+
+Seed 000's demo, first half: a 3-replica Deployment and a PropagationPolicy
+(Divided, weights 1:2 over member1 and member2) in the control plane; the
+controller manager (in-process, every controller) and the scheduler (its own
+process, as shipped) place 1 replica on member1 and 2 on member2, whose own
+controllers, scheduler and kwok run the Pods; the template's status shows 3
+available.  Then the weights change (rebalanced), the policy switches to
+Duplicated (3 on each) and the template is deleted (gone from the members).
+
+No cluster-status controller runs yet (the failover issue builds it), so the
+test reports the members' served APIs on their Clusters as it would.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import propkit
+import pytest
+
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import resources
+from clusterhealth_localenv import environment
+
+APIS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}]
+
+
+@pytest.fixture
+def scheduler(workload_env: environment.LocalEnvironment, python_env: dict[str, str],
+              tmp_path: pathlib.Path) -> Iterator[subprocess.Popen[bytes]]:
+    argv = [sys.executable, "-m", "clusterhealth_controlplane.scheduler", "--kubeconfig",
+            str(workload_env.kubeconfig()), "--bind-address", "127.0.0.1", "--healthz-port",
+            str(environment.free_port("127.0.0.1")), "--leader-elect", "false"]
+    with (tmp_path / "scheduler.log").open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=python_env)
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def deployment(name: str, namespace: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 3, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                         {"name": "web", "image": "nginx:1.27",
+                          "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
+
+
+def divided(weights: dict[str, int]) -> dict[str, Any]:
+    return {"clusterAffinity": {"clusterNames": list(weights)},
+            "replicaScheduling": {
+                "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": [
+                    {"targetCluster": {"clusterNames": [c]}, "weight": w}
+                    for c, w in weights.items()]}}}
+
+
+DUPLICATED = {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+              "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
+
+
+async def member_replicas(env: environment.LocalEnvironment, namespace: str,
+                          name: str) -> dict[str, int | None]:
+    """Available replicas per member (None: no Deployment there, or not settled)."""
+    found: dict[str, int | None] = {}
+    for member in env.members:
+        async with env.client(member) as api:
+            obj = await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
+        if obj is None:
+            found[member] = None
+            continue
+        status = obj.get("status") or {}
+        settled = (status.get("observedGeneration") == obj["metadata"]["generation"]
+                   and status.get("availableReplicas", 0) == obj["spec"]["replicas"]
+                   and status.get("replicas", 0) == obj["spec"]["replicas"])
+        found[member] = obj["spec"]["replicas"] if settled else -1
+    return found
+
+
+async def wait_members(env: environment.LocalEnvironment, namespace: str, name: str,
+                       expected: dict[str, int | None]) -> None:
+    async def check() -> bool:
+        return await member_replicas(env, namespace, name) == expected
+    await propkit.eventually(check, what=f"members running {expected}")
+
+
+async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
+        workload_env: environment.LocalEnvironment,
+        scheduler: subprocess.Popen[bytes]) -> None:
+    env = workload_env
+    name = f"nginx-{uuid.uuid4().hex[:6]}"
+    async with env.client() as cp, propkit.running(cp):
+        for member in env.members:  # as the cluster-status controller will report
+            await cp.apply(resources.CLUSTERS, {"metadata": {"name": member},
+                                                "status": {"apiEnablements": APIS}},
+                           field_manager="test-cluster-status", subresource="status")
+        namespace = f"demo-{uuid.uuid4().hex[:6]}"
+        await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        await cp.create(resources.DEPLOYMENTS, deployment(name, namespace), namespace=namespace)
+        policy = {"apiVersion": resources.PROPAGATION_POLICIES.api_version,
+                  "kind": "PropagationPolicy",
+                  "metadata": {"name": "nginx-propagation", "namespace": namespace},
+                  "spec": {"resourceSelectors": [{"apiVersion": "apps/v1",
+                                                  "kind": "Deployment", "name": name}],
+                           "placement": divided({"member1": 1, "member2": 2})}}
+        await cp.create(resources.PROPAGATION_POLICIES, policy, namespace=namespace)
+
+        await wait_members(env, namespace, name, {"member1": 1, "member2": 2})
+
+        async def template_available() -> bool:
+            obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)
+            status = obj.get("status") or {}
+            return status.get("availableReplicas") == 3 and status.get("readyReplicas") == 3
+        await propkit.eventually(template_available, what="template status: 3 available")
+        rb = await cp.get(resources.RESOURCE_BINDINGS, f"{name}-deployment",
+                          namespace=namespace)
+        scheduled = [c for c in rb["status"]["conditions"] if c["type"] == "Scheduled"]
+        assert scheduled and scheduled[0]["status"] == "True"
+
+        await set_placement(cp, namespace, divided({"member1": 2, "member2": 1}))
+        await wait_members(env, namespace, name, {"member1": 2, "member2": 1})
+
+        await set_placement(cp, namespace, DUPLICATED)
+        await wait_members(env, namespace, name, {"member1": 3, "member2": 3})
+
+        await cp.delete(resources.DEPLOYMENTS, name, namespace=namespace)
+        await wait_members(env, namespace, name, {"member1": None, "member2": None})
+
+
+async def set_placement(cp: kube.ApiClient, namespace: str, placement: dict[str, Any]) -> None:
+    await cp.patch(resources.PROPAGATION_POLICIES, "nginx-propagation",
+                   {"spec": {"placement": placement}}, namespace=namespace)

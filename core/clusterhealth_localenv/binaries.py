@@ -473,8 +473,11 @@ def ensure_karmada(version: str = KARMADA_VERSION) -> KarmadaBinaries:
 
 
 def ensure_karmada_scheduler(version: str = KARMADA_VERSION) -> pathlib.Path:
-    """Return Karmada's own scheduler (``cmd/scheduler``, unmodified), built once from the
-    Go module proxy like its other parts (the scheduler benchmark runs it beside ours)."""
+    """Return Karmada's own scheduler (``cmd/scheduler``, unmodified), built once.
+
+    Built from the Go module proxy like Karmada's other parts; the scheduler
+    benchmark runs it beside ours.
+    """
     out_dir = cache_root() / "bin" / f"karmada-{version}-scheduler"
     binary = out_dir / "karmada-scheduler"
     if binary.exists():

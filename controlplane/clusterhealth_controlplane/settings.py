@@ -8,7 +8,6 @@ Karmada's syntax (``'*,-execution'``); the names are the table in
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -39,16 +38,6 @@ class ControlPlaneSettings:
     election: election.ElectionConfig
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r}: workers must be a whole number 1-64")
-    return value
-
-
 def parser() -> settings.FlagParser:
     """The controller manager's command line."""
     p = settings.FlagParser(
@@ -59,7 +48,7 @@ def parser() -> settings.FlagParser:
     p.add_argument("--controllers", default="*",
                    help="controllers to run: names, * for all, -name to leave one out "
                         f"(known: {', '.join(controllers.NAMES)})")
-    p.add_argument("--workers", type=_workers, default=4,
+    p.add_argument("--workers", type=settings.workers, default=4,
                    help="concurrent reconciles per controller")
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="reconcile every object this often, as a safety net")

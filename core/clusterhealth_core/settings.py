@@ -27,6 +27,17 @@ class SettingsError(ValueError):
     """A flag, environment variable or file given to a component is unusable."""
 
 
+def workers(text: str) -> int:
+    """``--workers``: a whole number of concurrent reconciles, 1 to 64."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: workers must be a whole number 1-64")
+    return value
+
+
 def duration(text: str) -> float:
     """Parse ``500ms``, ``5s``, ``1.5m``, ``1h`` or plain seconds into seconds (> 0)."""
     match = _DURATION.match(text)

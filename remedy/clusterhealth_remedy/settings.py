@@ -5,7 +5,6 @@ Every flag can also be set as ``CLUSTERHEALTH_REMEDY_<FLAG>`` in the environment
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -33,16 +32,6 @@ class RemedySettings:
     election: election.ElectionConfig
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r}: workers must be a whole number 1-64")
-    return value
-
-
 def parser() -> settings.FlagParser:
     """The controller's command line."""
     p = settings.FlagParser(
@@ -52,7 +41,8 @@ def parser() -> settings.FlagParser:
     settings.add_kube_flags(p, "", "the control plane")
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="re-evaluate every Cluster this often, as a safety net")
-    p.add_argument("--workers", type=_workers, default=2, help="concurrent Cluster reconciles")
+    p.add_argument("--workers", type=settings.workers, default=2,
+                   help="concurrent Cluster reconciles")
     p.add_argument("--http-library", choices=transport.LIBRARIES, default="aiohttp",
                    help="HTTP library to the API server: aiohttp (default: a third of httpx's "
                         "CPU per write, decision 0004) or httpx")

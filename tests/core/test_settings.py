@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 
 import pytest
@@ -93,3 +94,14 @@ async def test_unreachable_server_is_one_clear_error() -> None:
         with pytest.raises(errors.Unreachable, match=r"127\.0\.0\.1:1 unreachable"):
             await api.request("GET", "/version")
 
+
+
+@pytest.mark.parametrize(("text", "expected"), [("1", 1), ("8", 8), ("64", 64)])
+def test_workers_accepts_1_to_64(text: str, expected: int) -> None:
+    assert settings.workers(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "65", "-1", "two", "1.5", ""])
+def test_workers_refuses_anything_else(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="workers must be a whole number 1-64"):
+        settings.workers(text)

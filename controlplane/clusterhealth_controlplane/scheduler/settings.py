@@ -9,7 +9,6 @@ the default scheduler).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -42,16 +41,6 @@ class SchedulerSettings:
     election: election.ElectionConfig
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r}: workers must be a whole number 1-64")
-    return value
-
-
 def parser() -> settings.FlagParser:
     """The scheduler's command line."""
     known = ", ".join(plugins.default_registry())
@@ -66,7 +55,7 @@ def parser() -> settings.FlagParser:
     p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                    help="schedule the bindings whose spec.schedulerName is this (or empty, "
                         "for the default scheduler)")
-    p.add_argument("--workers", type=_workers, default=8,
+    p.add_argument("--workers", type=settings.workers, default=8,
                    help="bindings scheduled concurrently (their writes overlap)")
     p.add_argument("--http-library", choices=transport.LIBRARIES, default="aiohttp",
                    help="HTTP library to the API server (decision 0004)")

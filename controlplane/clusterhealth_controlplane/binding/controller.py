@@ -32,13 +32,6 @@ CONTROLLER = "binding"
 FIELD_MANAGER = "clusterhealth-binding"
 
 
-def _desired_state(obj: dict[str, Any] | None) -> Any:
-    if obj is None:
-        return None
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
-            if k not in ("resourceVersion", "managedFields")}
-    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
-
 
 class BindingController:
     """Bindings -> Works, one per target cluster."""
@@ -98,7 +91,7 @@ class BindingController:
 
     def _on_template(self, kind: str, event: str, obj: dict[str, Any],
                      old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and _desired_state(obj) == _desired_state(old):
+        if event == "MODIFIED" and decision.template_state(obj) == decision.template_state(old):
             return
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace") or "")

@@ -87,6 +87,19 @@ def work_name(kind: str, name: str, namespace: str | None) -> str:
     return f"{name}-{''.join(_ALPHANUMS[ord(c) % len(_ALPHANUMS)] for c in digits)}"
 
 
+def template_state(obj: Mapping[str, Any] | None) -> Any:
+    """What of a template its binding and Works carry: all but status and bookkeeping.
+
+    Two versions with the same state differ only by a status write (or by
+    ``resourceVersion``/``managedFields``), which changes no binding or Work.
+    """
+    if obj is None:
+        return None
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "managedFields", "generation")}
+    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
+
+
 def binding_name(kind: str, name: str) -> str:
     """Karmada's binding name for a template (``names.GenerateBindingName``)."""
     return f"{name.replace(':', '.')}-{kind}".lower()

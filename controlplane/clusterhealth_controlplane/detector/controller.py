@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.detector import decision
 from clusterhealth_core import reconcile, status
 from clusterhealth_core.api import meta, policy
@@ -63,15 +64,6 @@ class TemplateKey:
         meta_ = obj.get("metadata") or {}
         return cls(str(obj.get("apiVersion")), str(obj.get("kind")),
                    str(meta_.get("namespace") or ""), str(meta_["name"]))
-
-
-def _spec_of(obj: Mapping[str, Any] | None) -> Any:
-    """What of a template matters to its binding and claim: all but status and bookkeeping."""
-    if obj is None:
-        return None
-    meta_ = {k: v for k, v in (obj.get("metadata") or {}).items()
-             if k not in ("resourceVersion", "managedFields", "generation")}
-    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta_}
 
 
 class Detector:
@@ -172,7 +164,7 @@ class Detector:
         return reconcile.Result(requeue_after=self.resync_period)  # the safety net
 
     def _on_template(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and _spec_of(obj) == _spec_of(old):
+        if event == "MODIFIED" and binding.template_state(obj) == binding.template_state(old):
             return  # a status write: nothing the binding carries changed
         self.controller.enqueue(str(TemplateKey.of(obj)))
 
@@ -269,7 +261,7 @@ class Detector:
         target = resources.RESOURCE_BINDINGS if namespace else resources.CLUSTER_RESOURCE_BINDINGS
         labels, annotations = decision.claim_marks(chosen)
         metadata: dict[str, Any] = {
-            "name": decision.binding_name(obj["kind"], meta_["name"]),
+            "name": binding.binding_name(obj["kind"], meta_["name"]),
             "labels": {**labels, MANAGED_BY: FIELD_MANAGER},
             "annotations": annotations,
             "ownerReferences": [{"apiVersion": obj["apiVersion"], "kind": obj["kind"],
@@ -283,7 +275,7 @@ class Detector:
                              field_manager=FIELD_MANAGER)
 
     async def _delete_binding(self, key: TemplateKey) -> None:
-        name = decision.binding_name(key.kind, key.name)
+        name = binding.binding_name(key.kind, key.name)
         namespace = key.namespace or None
         target = (resources.RESOURCE_BINDINGS if key.namespace
                   else resources.CLUSTER_RESOURCE_BINDINGS)

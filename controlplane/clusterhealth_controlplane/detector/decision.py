@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_core.api import policy
 
 PP = "PropagationPolicy"
@@ -54,8 +55,6 @@ PRIORITY_KIND = 1
 RESERVED_NAMESPACES = ("karmada-system", "karmada-cluster", "karmada-es-")
 """Karmada's own namespaces (``karmada-es-*`` by prefix) and ``kube-*``: never propagated."""
 
-REPLICA_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
-"""Kinds whose ``spec.replicas`` the scheduler divides (Karmada's default interpreter)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +89,6 @@ def reserved(namespace: str | None) -> bool:
         return False
     return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
             or namespace.startswith("kube-"))
-
-
-def _group(api_version: str) -> str:
-    return api_version.split("/")[0] if "/" in api_version else ""
 
 
 def labels_match(selector: policy.LabelSelector, labels: Mapping[str, str]) -> bool:
@@ -200,11 +195,6 @@ def claim_marks(chosen: Policy) -> tuple[dict[str, str], dict[str, str]]:
     return {CPP_ID: chosen.uid}, {CPP_NAME: chosen.name}
 
 
-def binding_name(kind: str, name: str) -> str:
-    """Karmada's binding name for a template: ``<name>-<kind>``, lower case."""
-    return f"{name}-{kind.lower()}"
-
-
 def _quantity_sum(values: Iterable[str]) -> str | None:
     """Sum CPU or memory quantities written as Kubernetes does (m, Ki/Mi/Gi, plain)."""
     total = 0.0
@@ -245,7 +235,7 @@ def replica_requirements(obj: Mapping[str, Any]) -> tuple[int, dict[str, Any] | 
     node claim (node selector, tolerations, required node affinity).  Other
     kinds: no replicas.
     """
-    if (_group(str(obj.get("apiVersion", ""))), obj.get("kind")) not in REPLICA_KINDS:
+    if not binding.has_replicas(obj):
         return 0, None
     spec = obj.get("spec") or {}
     replicas = spec.get("replicas")

@@ -80,6 +80,8 @@ class Detector:
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
+        self.unserved: set[tuple[str, str]] = set()
+        """Selected kinds this API server did not serve when last asked."""
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_template, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers),
@@ -153,7 +155,13 @@ class Detector:
             except discovery.NotServed:
                 log.warning("a policy selects %s %s, which this API server does not serve; "
                             "asking again later", kind, api_version)
+                if (api_version, kind) not in self.unserved:
+                    self.unserved.add((api_version, kind))
+                    self._queue_policies_selecting(api_version, kind)  # their condition says so
                 return reconcile.Result(requeue_after=30.0)
+            if (api_version, kind) in self.unserved:
+                self.unserved.discard((api_version, kind))
+                self._queue_policies_selecting(api_version, kind)
             cache = self.term.informers.informer(resource)
             self.resources[(api_version, kind)] = resource
             self.templates[(api_version, kind)] = cache
@@ -162,6 +170,12 @@ class Detector:
         for obj in cache.store.values():
             self.controller.enqueue(str(TemplateKey.of(_with_kind(obj, api_version, kind))))
         return reconcile.Result(requeue_after=self.resync_period)  # the safety net
+
+    def _queue_policies_selecting(self, api_version: str, kind: str) -> None:
+        for candidate in self.parsed_policies():
+            if any((s.api_version, s.kind) == (api_version, kind)
+                   for s in candidate.spec.resource_selectors):
+                self.policy_status.enqueue_after(_policy_key(candidate), POLICY_STATUS_DELAY)
 
     def _on_template(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if event == "MODIFIED" and binding.template_state(obj) == binding.template_state(old):
@@ -220,7 +234,9 @@ class Detector:
             for template in (_with_kind(t, api_version, template_kind)
                              for t in templates.store.values())
             if decision.claim_of(template) == wanted]
-        ok, reason, message = decision.selection_verdict(candidate, claimed)
+        unserved = sorted({f"{s.kind} {s.api_version}" for s in candidate.spec.resource_selectors
+                           if (s.api_version, s.kind) in self.unserved})
+        ok, reason, message = decision.selection_verdict(candidate, claimed, unserved)
         now = self.term.clock.now().replace(microsecond=0)
         condition = meta.Condition(
             type=decision.CONDITION_SELECTED,

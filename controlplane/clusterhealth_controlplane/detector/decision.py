@@ -310,14 +310,22 @@ def describe_selector(selector: policy.ResourceSelector) -> str:
     return text
 
 
-def selection_verdict(candidate: Policy, claimed: Sequence[str]) -> tuple[bool, str, str]:
-    """The policy's ``ResourcesSelected`` condition: ``(ok, reason, message)``."""
+def selection_verdict(candidate: Policy, claimed: Sequence[str],
+                      unserved: Sequence[str] = ()) -> tuple[bool, str, str]:
+    """The policy's ``ResourcesSelected`` condition: ``(ok, reason, message)``.
+
+    ``unserved``: the selected kinds (``Widget example.com/v1``) this API server
+    does not serve, named in the message so that a typo in a selector shows.
+    """
+    missing = (f"; not served by this API server: {', '.join(sorted(unserved))}"
+               if unserved else "")
     if claimed:
         shown = ", ".join(sorted(claimed)[:10])
         more = f" and {len(claimed) - 10} more" if len(claimed) > 10 else ""
-        return True, REASON_SELECTED, f"claims {len(claimed)} resource template(s): {shown}{more}"
+        return (True, REASON_SELECTED,
+                f"claims {len(claimed)} resource template(s): {shown}{more}{missing}")
     where = f" in namespace {candidate.namespace}" if candidate.namespace else ""
     selectors = "; ".join(describe_selector(s) for s in candidate.spec.resource_selectors)
     return (False, REASON_NO_MATCH,
             f"no resource template{where} is claimed by this policy: none matches its "
-            f"resourceSelectors ({selectors}), or another policy claims them")
+            f"resourceSelectors ({selectors}), or another policy claims them{missing}")

@@ -188,3 +188,10 @@ def test_selection_verdict_names_what_is_claimed_or_why_nothing() -> None:
     assert "Deployment apps/v1 name=nginx; Deployment apps/v1 labels=app=nginx" in message
     many = [f"ConfigMap default/c{i:02d}" for i in range(12)]
     assert decision.selection_verdict(mine, many)[2].endswith("c09 and 2 more")
+
+
+def test_selection_verdict_names_kinds_the_server_does_not_serve() -> None:
+    mine = pp("p", [{"apiVersion": "example.com/v1", "kind": "Widget"}])
+    ok, reason, message = decision.selection_verdict(mine, [], ["Widget example.com/v1"])
+    assert (ok, reason) == (False, decision.REASON_NO_MATCH)
+    assert message.endswith("; not served by this API server: Widget example.com/v1")

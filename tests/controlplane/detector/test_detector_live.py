@@ -115,6 +115,14 @@ async def test_any_kind_a_policy_selects_is_bound_and_unserved_kinds_break_nothi
         assert "replicas" not in made["spec"]
         assert made["spec"]["resource"]["kind"] == "ConfigMap"
 
+        # the user's typo shows on the policy, not only in a log line
+        async def says_unserved() -> bool:
+            obj = await api.get(resources.PROPAGATION_POLICIES, "mixed", namespace=ns)
+            return any(c["type"] == decision.CONDITION_SELECTED and "not served by this API "
+                       "server: Widget example.com/v1" in c["message"]
+                       for c in (obj.get("status") or {}).get("conditions") or [])
+        await waiting.eventually(says_unserved)
+
 
 async def test_templates_in_karmadas_namespaces_are_not_propagated(
         env: environment.LocalEnvironment) -> None:

@@ -80,6 +80,8 @@ class Detector:
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
+        self._parsed: dict[str, decision.Policy | None] = {}
+        """Every cached policy by ``kind|namespace|name``, parsed (None: malformed or deleting)."""
         self.unserved: set[tuple[str, str]] = set()
         """Selected kinds this API server did not serve when last asked."""
         self.controller = reconcile.Controller(
@@ -125,22 +127,21 @@ class Detector:
 
     def parsed_policies(self) -> list[decision.Policy]:
         """Every cached policy that parses (a malformed one is logged, not used)."""
-        found: list[decision.Policy] = []
-        for kind, cache in ((decision.PP, self.policies), (decision.CPP, self.cluster_policies)):
-            for obj in cache.store.values():
-                parsed = _parse(kind, obj)
-                if parsed is not None:
-                    found.append(parsed)
-        return found
+        return [p for p in self._parsed.values() if p is not None]
 
     def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        meta_ = obj.get("metadata") or {}
+        kind = decision.PP if meta_.get("namespace") else decision.CPP
+        key = f"{kind}|{meta_.get('namespace') or ''}|{meta_.get('name')}"
+        # parsed once per change here, not by every template's reconcile
+        if event == "DELETED":
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = _parse(kind, obj)
         if old is not None and event != "DELETED" and obj.get("spec") == old.get("spec"):
             return
         if event != "DELETED":
-            meta_ = obj.get("metadata") or {}
-            kind = decision.PP if meta_.get("namespace") else decision.CPP
-            self.policy_status.enqueue_after(
-                f"{kind}|{meta_.get('namespace') or ''}|{meta_.get('name')}", POLICY_STATUS_DELAY)
+            self.policy_status.enqueue_after(key, POLICY_STATUS_DELAY)
         for body in (obj, old):
             for selector in ((body or {}).get("spec") or {}).get("resourceSelectors") or []:
                 self.kinds.enqueue(f"{selector.get('apiVersion')}|{selector.get('kind')}")
@@ -223,7 +224,7 @@ class Detector:
             return None
         if len(self.controller.queue) or len(self.kinds.queue):
             return reconcile.Result(requeue_after=POLICY_STATUS_DELAY)  # claims still moving
-        candidate = _parse(kind, obj)
+        candidate = self._parsed.get(key)
         if candidate is None:
             return None
         wanted = decision.Claim(kind, namespace or None, name)

@@ -29,7 +29,8 @@ async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
         replica = runner.ElectedController(
             api, settings.leader_elect, settings.election, clock,
             make=lambda term: manager.Manager(
-                manager.Context(term, settings.workers, settings.resync_period), entries),
+                manager.Context(term, settings.workers, settings.resync_period,
+                                options=settings.options), entries),
             leader_gauge=leader,
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(COMPONENT, settings.event_namespace),

@@ -8,11 +8,12 @@ Karmada's syntax (``'*,-execution'``); the names are the table in
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
-from clusterhealth_controlplane import controllers
+from clusterhealth_controlplane import controllers, options
 from clusterhealth_core import election, events, selection, serving, settings
 from clusterhealth_core.kube import config, transport
 
@@ -36,6 +37,8 @@ class ControlPlaneSettings:
     tls: serving.TLSConfig | None
     leader_elect: bool
     election: election.ElectionConfig
+    options: options.Options = dataclasses.field(default_factory=options.Options)
+    """The failover timers and limits."""
 
 
 def parser() -> settings.FlagParser:
@@ -56,9 +59,71 @@ def parser() -> settings.FlagParser:
                    help="HTTP library to the API servers (decision 0004)")
     p.add_argument("--event-namespace", default="default",
                    help="namespace for Events about cluster-scoped objects")
+    add_failover_flags(p)
     settings.add_serving_flags(p, 10357)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
     return p
+
+
+def add_failover_flags(p: settings.FlagParser) -> None:
+    """The timers and limits of :mod:`clusterhealth_controlplane.options`, with Karmada's names."""
+    d = options.Options()
+    g = p.add_argument_group("cluster health")
+    g.add_argument("--cluster-status-update-frequency", type=settings.duration,
+                   default=d.health.update_frequency, help="probe each member this often")
+    g.add_argument("--cluster-success-threshold", type=settings.duration,
+                   default=d.health.success_threshold,
+                   help="healthy for this long before Ready turns True")
+    g.add_argument("--cluster-failure-threshold", type=settings.duration,
+                   default=d.health.failure_threshold,
+                   help="unhealthy for this long before Ready turns False")
+    g.add_argument("--cluster-monitor-grace-period", type=settings.duration,
+                   default=d.health.monitor_grace_period,
+                   help="no probe result for this long -> Ready Unknown")
+    g.add_argument("--cluster-probe-timeout", type=settings.duration,
+                   default=d.health.probe_timeout, help="one health request gives up after this")
+    g = p.add_argument_group("taints and eviction")
+    g.add_argument("--failover-eviction-timeout", type=settings.duration,
+                   default=d.taints.failover_eviction_timeout,
+                   help="NoSchedule for this long -> the NoExecute taint is added too")
+    g.add_argument("--eviction-rate", type=settings.rate, default=d.eviction.rate,
+                   help="evictions per second (0: no limit)")
+    g.add_argument("--secondary-eviction-rate", type=settings.rate,
+                   default=d.eviction.secondary_rate,
+                   help="evictions per second while the storm guard holds (0: none)")
+    g.add_argument("--unhealthy-cluster-threshold", type=settings.fraction,
+                   default=d.eviction.unhealthy_cluster_threshold,
+                   help="more than this fraction of clusters unhealthy -> the storm guard holds")
+    g.add_argument("--eviction-workers", type=settings.workers, default=d.eviction.workers,
+                   help="concurrent evictions")
+    g.add_argument("--graceful-eviction-timeout", type=settings.duration,
+                   default=d.eviction.graceful_eviction_timeout,
+                   help="a graceful-eviction task ends after this long at most")
+    g.add_argument("--failback-stabilization-window", type=settings.duration,
+                   default=d.failback.window,
+                   help="an evicted cluster is Ready this long before failback (opt-in per policy)")
+    g.add_argument("--failback-batch", type=settings.workers, default=d.failback.batch,
+                   help="bindings rebalanced back at a time (1-64)")
+
+
+def failover_options(args: argparse.Namespace) -> options.Options:
+    """The parsed failover flags as :class:`options.Options`."""
+    return options.Options(
+        health=options.ClusterHealth(
+            update_frequency=args.cluster_status_update_frequency,
+            success_threshold=args.cluster_success_threshold,
+            failure_threshold=args.cluster_failure_threshold,
+            monitor_grace_period=args.cluster_monitor_grace_period,
+            probe_timeout=args.cluster_probe_timeout),
+        taints=options.Taints(failover_eviction_timeout=args.failover_eviction_timeout),
+        eviction=options.Eviction(
+            rate=args.eviction_rate, secondary_rate=args.secondary_eviction_rate,
+            unhealthy_cluster_threshold=args.unhealthy_cluster_threshold,
+            workers=args.eviction_workers,
+            graceful_eviction_timeout=args.graceful_eviction_timeout),
+        failback=options.Failback(window=args.failback_stabilization_window,
+                                  batch=args.failback_batch),
+    )
 
 
 def load(argv: Sequence[str] | None,
@@ -88,4 +153,5 @@ def load(argv: Sequence[str] | None,
         tls=settings.tls_config_from(args),
         leader_elect=args.leader_elect,
         election=settings.election_config_from(args, env),
+        options=failover_options(args),
     )

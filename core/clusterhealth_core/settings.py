@@ -60,6 +60,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def rate(text: str) -> float:
+    """Parse a rate per second, >= 0 (what 0 means is the flag's to say)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: the rate must be a number >= 0")
+    return value
+
+
 def port(text: str) -> int:
     """Parse a TCP port (0 picks a free one)."""
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import prometheus_client
 
-from clusterhealth_controlplane import controllers, manager
+from clusterhealth_controlplane import controllers, manager, metrics
 from clusterhealth_controlplane import settings as manager_settings
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import runner, serving
@@ -21,6 +21,7 @@ async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
     leader = prometheus_client.Gauge(
         "clusterhealth_controlplane_is_leader",
         "1 while this replica holds the controller manager's Lease.", registry=registry)
+    failover_metrics = metrics.FailoverMetrics(registry)
     entries = controllers.selected(settings.controllers)
     async with kube.ApiClient(settings.credentials, user_agent=COMPONENT,
                               max_connections=settings.workers * len(entries) + 4,
@@ -30,7 +31,7 @@ async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
             api, settings.leader_elect, settings.election, clock,
             make=lambda term: manager.Manager(
                 manager.Context(term, settings.workers, settings.resync_period,
-                                options=settings.options), entries),
+                                options=settings.options, metrics=failover_metrics), entries),
             leader_gauge=leader,
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(COMPONENT, settings.event_namespace),

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from clusterhealth_controlplane import memberobjects, options
+from clusterhealth_controlplane import memberobjects, metrics, options
 from clusterhealth_core import members, runner
 from clusterhealth_core.kube import discovery, informer, resources
 
@@ -39,6 +39,8 @@ class Context:
     resync_period: float
     options: options.Options = dataclasses.field(default_factory=options.Options)
     """The failover timers and limits (``--cluster-*``, ``--eviction-*``, ...)."""
+    metrics: metrics.FailoverMetrics = dataclasses.field(default_factory=metrics.FailoverMetrics)
+    """The failover metric families, made once per process (a private registry by default)."""
     secret_namespace: str = CLUSTER_SECRET_NAMESPACE
     _members: members.MemberClients | None = None
     _discovery: discovery.Discovery | None = None

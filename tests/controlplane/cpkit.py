@@ -11,7 +11,7 @@ from typing import Any
 
 import prometheus_client
 
-from clusterhealth_controlplane import app, controllers, manager, options
+from clusterhealth_controlplane import app, controllers, manager, metrics, options
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
@@ -44,12 +44,14 @@ async def running_manager(cp: kube.ApiClient, names: Sequence[str], *, workers: 
     """Run the selected controllers through :class:`runner.ElectedController` (no election)."""
     registry = prometheus_client.CollectorRegistry()
     leader = prometheus_client.Gauge("leader", "leader", registry=registry)
+    failover_metrics = metrics.FailoverMetrics(registry)
     entries = controllers.selected(names)
     assert [e.name for e in entries] == list(names), "unknown controller names"
     replica = runner.ElectedController(
         cp, False, election.ElectionConfig("cp-test", "default"), clocks.Clock(),
         make=lambda term: manager.Manager(manager.Context(
-            term, workers, resync_period, options=failover or options.Options()), entries),
+            term, workers, resync_period, options=failover or options.Options(),
+            metrics=failover_metrics), entries),
         leader_gauge=leader, metrics=runner.ProcessMetrics(registry),
         term=runner.TermSettings(app.COMPONENT))
     task = asyncio.create_task(replica.run())

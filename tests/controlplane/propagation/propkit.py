@@ -8,11 +8,10 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import prometheus_client
+import cpkit
 
-from clusterhealth_controlplane import controllers, manager
-from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, runner
+from clusterhealth_controlplane import options
+from clusterhealth_core import runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 
@@ -44,30 +43,12 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 
 
 
 @contextlib.asynccontextmanager
-async def running(cp: kube.ApiClient, names: Sequence[str] = PROPAGATION
+async def running(cp: kube.ApiClient, names: Sequence[str] = PROPAGATION,
+                  failover: options.Options | None = None
                   ) -> AsyncIterator[runner.ElectedController]:
     """The selected controllers as the manager runs them (one term, election disabled)."""
-    registry = prometheus_client.CollectorRegistry()
-    entries = controllers.selected(names)
-    replica = runner.ElectedController(
-        cp, False, election.ElectionConfig("controlplane-test", "default"), clocks.Clock(),
-        make=lambda term: manager.Manager(manager.Context(term, 2, 300.0), entries),
-        leader_gauge=prometheus_client.Gauge("leader", "", registry=registry),
-        metrics=runner.ProcessMetrics(registry),
-        term=runner.TermSettings("clusterhealth-controlplane"))
-    task = asyncio.create_task(replica.run())
-
-    async def ready() -> bool:
-        if task.done():
-            task.result()
-        return replica.current is not None and replica.current.synced
-
-    try:
-        await eventually(ready, what="controllers synced")
-        yield replica
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with cpkit.running_manager(cp, names, failover=failover) as run:
+        yield run.replica
 
 
 async def get_or_none(api: kube.ApiClient, resource: resources.Resource, name: str,

@@ -28,7 +28,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examp
 
 BY_KIND = {resource.kind: resource for resource in (
     resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES,
-    resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS, resources.WORKS)}
+    resources.CLUSTER_TAINT_POLICIES, resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS, resources.WORKS)}
 
 
 def _examples() -> list[tuple[str, dict[str, Any]]]:

@@ -1,5 +1,4 @@
-"""The ``policy.karmada.io/v1alpha1`` PropagationPolicy, ClusterPropagationPolicy
-and ClusterTaintPolicy.
+"""The ``policy.karmada.io/v1alpha1`` propagation policies and ClusterTaintPolicy.
 
 A propagation policy says which resource templates of the control plane
 (``resourceSelectors``) go to which member clusters (``placement``) and how

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.binding import controller as binding
+from clusterhealth_controlplane.clustertaint import controller as cluster_taint
 from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
 from clusterhealth_controlplane.status import binding as binding_status
@@ -27,6 +28,9 @@ TABLE: tuple[manager.Entry, ...] = (
                   work_status.WorkStatusController),
     manager.Entry("bindingStatus", "Works' status -> binding aggregatedStatus and the template",
                   binding_status.BindingStatusController),
+    manager.Entry("clusterTaint", "Ready and ClusterTaintPolicies -> Cluster taints "
+                  "(NoSchedule, then NoExecute after --failover-eviction-timeout)",
+                  cluster_taint.ClusterTaintController),
 )
 NAMES: list[str] = [entry.name for entry in TABLE]
 NEEDS: dict[str, tuple[resources.Resource, ...]] = {
@@ -38,6 +42,7 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
     "workStatus": (resources.WORKS, resources.CLUSTERS),
     "bindingStatus": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
                       resources.WORKS),
+    "clusterTaint": (resources.CLUSTERS, resources.CLUSTER_TAINT_POLICIES),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""
 

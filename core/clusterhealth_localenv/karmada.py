@@ -68,6 +68,8 @@ CRD_FILES: tuple[str, ...] = (
     # resource interpreter the interpreter customizations.
     "policy.karmada.io_propagationpolicies.yaml",
     "policy.karmada.io_clusterpropagationpolicies.yaml",
+    # Not watched by the controllers it runs: there for tests to compare schemas.
+    "policy.karmada.io_clustertaintpolicies.yaml",
     "config.karmada.io_resourceinterpretercustomizations.yaml",
     "config.karmada.io_resourceinterpreterwebhookconfigurations.yaml",
 )

@@ -27,6 +27,7 @@ MODELS: dict[str, type[wire.Model]] = {
     groups.MCI_KIND: mci.MultiClusterIngress,
     groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
     groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
     groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
     groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
     groups.WORK_KIND: work.Work,
@@ -39,6 +40,10 @@ CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     ),
     "has(self.service) != has(self.resource)": lambda o: ("service" in o) != ("resource" in o),
     "has(self.name) != has(self.number)": lambda o: ("name" in o) != ("number" in o),
+    "(has(self.addOnConditions) && size(self.addOnConditions) > 0) || "
+    "(has(self.removeOnConditions) && size(self.removeOnConditions) > 0)": lambda o: (
+        len(o.get("addOnConditions", [])) > 0 or len(o.get("removeOnConditions", [])) > 0
+    ),
     "has(self.path) ? self.path.startsWith('/') : self.pathType == 'ImplementationSpecific'": (
         lambda o: (
             str(o["path"]).startswith("/")
@@ -161,6 +166,7 @@ def crd_validators(crd_docs: dict[str, dict[str, Any]]) -> dict[str, CrdValidato
 KARMADA_CRD_FILES: dict[str, str] = {
     groups.PROPAGATION_POLICY_KIND: "policy.karmada.io_propagationpolicies.yaml",
     groups.CLUSTER_PROPAGATION_POLICY_KIND: "policy.karmada.io_clusterpropagationpolicies.yaml",
+    groups.CLUSTER_TAINT_POLICY_KIND: "policy.karmada.io_clustertaintpolicies.yaml",
     groups.RESOURCE_BINDING_KIND: "work.karmada.io_resourcebindings.yaml",
     groups.CLUSTER_RESOURCE_BINDING_KIND: "work.karmada.io_clusterresourcebindings.yaml",
     groups.WORK_KIND: "work.karmada.io_works.yaml",
@@ -548,6 +554,39 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
         "placement": duplicated,
         "failover": policy_specs[1]["failover"],
     }
+    samples[groups.CLUSTER_TAINT_POLICY_KIND] = [{
+        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
+        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "metadata": {"name": "dns-failure"},
+        "spec": {
+            "targetClusters": affinity,
+            "addOnConditions": [
+                {"conditionType": groups.CONDITION_SERVICE_DOMAIN_NAME_RESOLUTION_READY,
+                 "operator": "In", "statusValues": ["False", "Unknown"]},
+                {"conditionType": groups.CONDITION_READY, "operator": "NotIn",
+                 "statusValues": ["False"]},
+            ],
+            "removeOnConditions": [
+                {"conditionType": groups.CONDITION_SERVICE_DOMAIN_NAME_RESOLUTION_READY,
+                 "operator": "In", "statusValues": ["True"]},
+            ],
+            "taints": [
+                {"key": "clusterhealth.io/dns-failure", "effect": "NoExecute", "value": "true"},
+                {"key": "clusterhealth.io/dns-failure", "effect": "NoSchedule"},
+            ],
+        },
+    }, {
+        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
+        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "metadata": {"name": "remove-only"},
+        "spec": {
+            "removeOnConditions": [
+                {"conditionType": groups.CONDITION_READY, "operator": "In",
+                 "statusValues": ["True"]},
+            ],
+            "taints": [{"key": "maintenance", "effect": "NoSchedule"}],
+        },
+    }]
     samples[groups.RESOURCE_BINDING_KIND] = [
         {"apiVersion": groups.RESOURCE_BINDING_API_VERSION, "kind": groups.RESOURCE_BINDING_KIND,
          "metadata": {"name": name, "namespace": "shop"}, "spec": spec, **status}

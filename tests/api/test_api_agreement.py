@@ -23,6 +23,7 @@ MODELS: dict[str, type[wire.Model]] = {
     groups.MCI_KIND: mci.MultiClusterIngress,
     groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
     groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
     groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
     groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
     groups.WORK_KIND: work.Work,
@@ -290,9 +291,16 @@ def test_status_survives_server_side_apply_relinquishment(
         if isinstance(node.get("items"), dict):
             visit(node["items"], f"{path}[]", True)
 
-    visit(openapi_schema(crd_docs[kind])["properties"]["status"], ".status", False)
+    properties = openapi_schema(crd_docs[kind])["properties"]
+    if kind in WITHOUT_STATUS:
+        assert "status" not in properties
+        return
+    visit(properties["status"], ".status", False)
     assert missing == []
 
+
+WITHOUT_STATUS = {groups.CLUSTER_TAINT_POLICY_KIND}
+"""Kinds with no status (nor status subresource), like Karmada's."""
 
 EXPECTED_NAMES = {
     groups.CLUSTER_KIND: (groups.CLUSTER, "Cluster", "cluster", []),
@@ -303,6 +311,8 @@ EXPECTED_NAMES = {
     groups.CLUSTER_PROPAGATION_POLICY_KIND: (
         groups.CLUSTER_PROPAGATION_POLICY, "Cluster", "clusterpropagationpolicy",
         [groups.CLUSTER_PROPAGATION_POLICY_SHORT_NAME]),
+    groups.CLUSTER_TAINT_POLICY_KIND: (groups.CLUSTER_TAINT_POLICY, "Cluster",
+                                       "clustertaintpolicy", []),
     groups.RESOURCE_BINDING_KIND: (groups.RESOURCE_BINDING, "Namespaced", "resourcebinding",
                                    [groups.RESOURCE_BINDING_SHORT_NAME]),
     groups.CLUSTER_RESOURCE_BINDING_KIND: (
@@ -353,6 +363,10 @@ EXPECTED_COLUMNS = {
     ],
     groups.PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
     groups.CLUSTER_PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
+    groups.CLUSTER_TAINT_POLICY_KIND: [
+        ("Taints", "string", ".spec.taints[*].key"),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ],
     groups.RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
     groups.CLUSTER_RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
     groups.WORK_KIND: [
@@ -382,7 +396,7 @@ def test_crd_names_scope_and_columns(kind: str, crd_docs: dict[str, dict[str, An
     assert version["name"] == resource.version
     assert version["served"] is True
     assert version["storage"] is True
-    assert version["subresources"] == {"status": {}}
+    assert version.get("subresources") == (None if kind in WITHOUT_STATUS else {"status": {}})
     columns = [(c["name"], c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
     assert columns == EXPECTED_COLUMNS[kind]
 

@@ -20,6 +20,7 @@ def test_default_location_is_the_chart(monkeypatch: pytest.MonkeyPatch) -> None:
         groups.CLUSTER.crd_name,
         groups.MCI.crd_name,
         groups.CLUSTER_PROPAGATION_POLICY.crd_name,
+        groups.CLUSTER_TAINT_POLICY.crd_name,
         groups.PROPAGATION_POLICY.crd_name,
         groups.REMEDY.crd_name,
         groups.CLUSTER_RESOURCE_BINDING.crd_name,

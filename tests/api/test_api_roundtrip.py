@@ -14,6 +14,7 @@ MODELS: dict[str, type[wire.Model]] = {
     groups.MCI_KIND: mci.MultiClusterIngress,
     groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
     groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
     groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
     groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
     groups.WORK_KIND: work.Work,

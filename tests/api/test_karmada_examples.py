@@ -26,6 +26,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examp
 MODELS: dict[str, type[wire.Model]] = {
     groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
     groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
+    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
     groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
     groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
     groups.WORK_KIND: work.Work,
@@ -147,3 +148,39 @@ def test_where_we_are_stricter_than_karmada_s_schema(
         assert model and crd
         assert karmada_validators[groups.PROPAGATION_POLICY_KIND].errors(
             _as_karmada_sees_it(groups.PROPAGATION_POLICY_KIND, obj)) == []
+
+
+def test_bad_cluster_taint_policies_are_refused_here_and_pass_karmada_s_schema(
+    samples: dict[str, list[dict[str, Any]]], check_both: Any,
+    karmada_validators: Validators,
+) -> None:
+    """What Karmada's webhook refuses or its controller ignores: our schema refuses at once."""
+    kind = groups.CLUSTER_TAINT_POLICY_KIND
+    good = samples[kind][0]
+    spec = good["spec"]
+    condition = spec["addOnConditions"][0]
+    refused = {
+        "an effect Karmada does not act on": {
+            **spec, "taints": [{"key": "dns", "effect": "NoEvict"}]},
+        "a preferred effect": {**spec, "taints": [{"key": "dns", "effect": "PreferNoSchedule"}]},
+        # Karmada's webhook: "taint(dns:NoExecute) already exist".
+        "the same taint twice": {**spec, "taints": [{"key": "dns", "effect": "NoExecute"},
+                                                    {"key": "dns", "effect": "NoExecute",
+                                                     "value": "x"}]},
+        # Karmada's controller logs "unsupported MatchCondition operator" and never matches.
+        "an unknown operator": {**spec, "addOnConditions": [{**condition, "operator": "Equal"}]},
+        "a status that is no condition status": {
+            **spec, "addOnConditions": [{**condition, "statusValues": ["false"]}]},
+        # Neither list: the policy can never add or remove anything.
+        "no conditions": {k: v for k, v in spec.items()
+                          if k not in ("addOnConditions", "removeOnConditions")},
+        "empty conditions": {**spec, "addOnConditions": [], "removeOnConditions": []},
+    }
+    for why, bad_spec in refused.items():
+        obj = {**good, "spec": bad_spec}
+        model, crd = check_both(kind, obj)
+        assert model and crd, why
+        assert karmada_validators[kind].errors(obj) == [], why
+    model, crd = check_both(kind, {**good, "spec": refused["no conditions"]})
+    assert "addOnConditions or removeOnConditions" in model[0]
+    assert "addOnConditions or removeOnConditions" in crd[0]

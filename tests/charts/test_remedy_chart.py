@@ -27,7 +27,8 @@ RELEASE = "clusterhealth-remedy"
 CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
 CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
-        "clusters.cluster.karmada.io", "multiclusteringresses.networking.karmada.io",
+        "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
+        "multiclusteringresses.networking.karmada.io",
         "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
         "resourcebindings.work.karmada.io", "works.work.karmada.io"]
 KARMADA_HOST = {"kubeconfigSecret": {"name": "karmada-kubeconfig", "key": "config"},

@@ -28,7 +28,8 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examp
 
 BY_KIND = {resource.kind: resource for resource in (
     resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES,
-    resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS, resources.WORKS)}
+    resources.CLUSTER_TAINT_POLICIES, resources.RESOURCE_BINDINGS,
+    resources.CLUSTER_RESOURCE_BINDINGS, resources.WORKS)}
 
 
 def _examples() -> list[tuple[str, dict[str, Any]]]:
@@ -178,7 +179,8 @@ async def test_bad_policy_refused_naming_the_field(cp: kube.ApiClient, body: dic
 async def test_short_names_as_in_karmada(cp: kube.ApiClient) -> None:
     expected = {
         "/apis/policy.karmada.io/v1alpha1": {"propagationpolicies": ["pp"],
-                                             "clusterpropagationpolicies": ["cpp"]},
+                                             "clusterpropagationpolicies": ["cpp"],
+                                             "clustertaintpolicies": None},  # none in Karmada
         "/apis/work.karmada.io/v1alpha2": {"resourcebindings": ["rb"],
                                            "clusterresourcebindings": ["crb"]},
         "/apis/work.karmada.io/v1alpha1": {"works": ["wk"]},

@@ -1,4 +1,4 @@
-"""The ``policy.karmada.io/v1alpha1`` PropagationPolicy and ClusterPropagationPolicy.
+"""The ``policy.karmada.io/v1alpha1`` propagation policies and ClusterTaintPolicy.
 
 A propagation policy says which resource templates of the control plane
 (``resourceSelectors``) go to which member clusters (``placement``) and how
@@ -21,6 +21,13 @@ API server's error at once.  Cross-field rules (``minGroups`` above
 ``maxGroups``, weights that leave no cluster) are left to the scheduler, which
 reports them as a condition.  Also beyond Karmada, a policy has a status with
 conditions, where the detector says e.g. that a policy selects nothing.
+
+A ClusterTaintPolicy (Karmada >= 1.14) adds taints to the Clusters it targets
+when their conditions match ``addOnConditions`` and removes them when they
+match ``removeOnConditions``; the control plane's ``clusterTaint`` controller
+applies it.  What Karmada's webhook checks and its controller ignores
+(duplicate taints, an effect or operator it does not know, a policy with no
+conditions at all, which can never do anything) is refused by the schema here.
 """
 
 import dataclasses
@@ -485,3 +492,87 @@ class ClusterPropagationPolicy(wire.Model):
     status: PropagationPolicyStatus = dataclasses.field(
         default_factory=PropagationPolicyStatus, metadata=wire.json("status")
     )
+
+
+class MatchConditionOperator(enum.StrEnum):
+    """How a ClusterTaintPolicy compares a condition's status with ``statusValues``."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+
+
+class PolicyTaintEffect(enum.StrEnum):
+    """The effects a ClusterTaintPolicy may put on a Cluster (the two Karmada acts on)."""
+
+    NO_SCHEDULE = "NoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatchCondition(wire.Model):
+    """A Cluster condition whose status is (``In``) or is not (``NotIn``) one of the values.
+
+    A Cluster without a condition of that type matches neither operator.
+    """
+
+    condition_type: str = dataclasses.field(metadata=wire.json("conditionType", min_length=1))
+    operator: MatchConditionOperator = dataclasses.field(metadata=wire.json("operator"))
+    status_values: tuple[meta.ConditionStatus, ...] = dataclasses.field(
+        metadata=wire.json("statusValues")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PolicyTaint(wire.Model):
+    """A taint a ClusterTaintPolicy adds or removes, known by its key and effect."""
+
+    key: str = dataclasses.field(metadata=wire.json("key", min_length=1))
+    effect: PolicyTaintEffect = dataclasses.field(metadata=wire.json("effect"))
+    value: str | None = dataclasses.field(default=None, metadata=wire.json("value"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterTaintPolicySpec(wire.Model):
+    """Which Clusters, on which conditions, get or lose which taints.
+
+    Each list of conditions matches when every entry matches (and never when
+    empty); at least one of the two lists must be set.
+    """
+
+    target_clusters: ClusterAffinity | None = dataclasses.field(
+        default=None, metadata=wire.json("targetClusters")
+    )
+    add_on_conditions: tuple[MatchCondition, ...] = dataclasses.field(
+        default=(), metadata=wire.json("addOnConditions")
+    )
+    remove_on_conditions: tuple[MatchCondition, ...] = dataclasses.field(
+        default=(), metadata=wire.json("removeOnConditions")
+    )
+    taints: tuple[PolicyTaint, ...] = dataclasses.field(
+        metadata=wire.json("taints", min_items=1, list_type="map",
+                           list_map_keys=("key", "effect"))
+    )
+
+    def check(self, path: str) -> None:
+        """addOnConditions or removeOnConditions (a policy with neither never acts)."""
+        if not self.add_on_conditions and not self.remove_on_conditions:
+            raise wire.ValidationError(
+                path, "at least one of addOnConditions or removeOnConditions must be set")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterTaintPolicy(wire.Model):
+    """policy.karmada.io/v1alpha1 ClusterTaintPolicy (cluster-scoped; no status, as in Karmada)."""
+
+    api_version: str = dataclasses.field(
+        default=groups.CLUSTER_TAINT_POLICY_API_VERSION,
+        metadata=wire.json("apiVersion", const=groups.CLUSTER_TAINT_POLICY_API_VERSION),
+    )
+    kind: str = dataclasses.field(
+        default=groups.CLUSTER_TAINT_POLICY_KIND,
+        metadata=wire.json("kind", const=groups.CLUSTER_TAINT_POLICY_KIND),
+    )
+    metadata: meta.ObjectMeta = dataclasses.field(
+        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
+    )
+    spec: ClusterTaintPolicySpec = dataclasses.field(metadata=wire.json("spec"))

@@ -80,6 +80,10 @@ CLUSTER_PROPAGATION_POLICIES = Resource(
     "policy.karmada.io", "v1alpha1", "clusterpropagationpolicies", "ClusterPropagationPolicy",
     namespaced=False,
 )
+CLUSTER_TAINT_POLICIES = Resource(
+    "policy.karmada.io", "v1alpha1", "clustertaintpolicies", "ClusterTaintPolicy",
+    namespaced=False,
+)
 RESOURCE_BINDINGS = Resource(
     "work.karmada.io", "v1alpha2", "resourcebindings", "ResourceBinding", namespaced=True
 )

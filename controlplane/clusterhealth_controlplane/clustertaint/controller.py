@@ -1,0 +1,175 @@
+"""The cluster-taint controller's API side: Clusters and ClusterTaintPolicies in, taints out.
+
+* Clusters and ClusterTaintPolicies are cached by shared informers; policies
+  are parsed once per change (a malformed one is logged and left out).
+* A key is one Cluster.  Its reconcile asks :func:`decision.plan` for the
+  taints the built-in Ready rules and the policies want, and writes them as
+  one merge patch of ``spec.taints`` carrying the ``resourceVersion`` it
+  decided on: a Cluster changed meanwhile is a Conflict, and the runtime
+  retries from the fresher cache.  Being the one writer of ``spec.taints``,
+  two rules never race each other.
+* Each taint added or removed is a Normal Event on the Cluster
+  (``TaintAdded`` / ``TaintRemoved``, naming the rule) and a count in
+  ``clusterhealth_cluster_taint_changes``; ``clusterhealth_cluster_taints``
+  follows every taint on every Cluster, whoever wrote it.
+* Re-queued when a Cluster's conditions, spec or labels change, when a
+  policy is created or its spec changes (every Cluster it targets), and at
+  the moment a NoExecute taint falls due (``Result.requeue_after``).
+  Deleting a policy leaves its taints, as in Karmada.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.clustertaint import decision
+from clusterhealth_core import reconcile
+from clusterhealth_core.api import cluster, groups, policy, wire
+from clusterhealth_core.kube import informer, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "clusterTaint"
+FIELD_MANAGER = "clusterhealth-cluster-taint"
+REASON_ADDED = "TaintAdded"
+REASON_REMOVED = "TaintRemoved"
+
+
+def _describe(taint: cluster.Taint) -> str:
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
+
+
+def _watched(obj: informer.Object | None) -> tuple[Any, ...]:
+    """What a Cluster's taints depend on: conditions, spec (taints, fields), labels."""
+    if obj is None:
+        return ()
+    return ((obj.get("status") or {}).get("conditions"), obj.get("spec"),
+            (obj.get("metadata") or {}).get("labels"),
+            (obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+class ClusterTaintController:
+    """Cluster conditions and ClusterTaintPolicies -> ``Cluster.spec.taints``."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.api = term.api
+        self.clock = term.clock
+        self.recorder = term.recorder
+        self.metrics = context.metrics
+        self.timeout = context.options.taints.failover_eviction_timeout
+        self.clusters = term.informers.informer(resources.CLUSTERS)
+        self.policies = term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
+        self._parsed: dict[str, policy.ClusterTaintPolicy] = {}
+        """Every cached policy that parses, by name."""
+        self._gauged: dict[str, set[decision.TaintId]] = {}
+        """The (key, effect) series of the taints gauge set for each Cluster."""
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=context.workers))
+        self.clusters.add_handler(self._on_cluster)
+        self.policies.add_handler(self._on_policy)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the Cluster and policy caches have loaded."""
+        return self.clusters.synced and self.policies.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.clusters, self.policies):
+            await cache.wait_synced()
+        await self.controller.run()
+
+    # --- events -------------------------------------------------------------
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = str((obj.get("metadata") or {})["name"])
+        self._gauge(name, None if event == "DELETED" else obj)
+        if event == "DELETED" or (event == "MODIFIED" and _watched(obj) == _watched(old)):
+            return
+        self.controller.enqueue(name)
+
+    def _gauge(self, name: str, obj: dict[str, Any] | None) -> None:
+        now: set[decision.TaintId] = set()
+        for taint in ((obj or {}).get("spec") or {}).get("taints") or []:
+            if isinstance(taint, dict) and taint.get("key") and taint.get("effect"):
+                now.add((str(taint["key"]), str(taint["effect"])))
+        for key, effect in self._gauged.get(name, set()) - now:
+            self.metrics.taints.remove(name, key, effect)
+        for key, effect in now:
+            self.metrics.taints.labels(name, key, effect).set(1)
+        if now:
+            self._gauged[name] = now
+        else:
+            self._gauged.pop(name, None)
+
+    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = str((obj.get("metadata") or {})["name"])
+        if event == "DELETED":
+            self._parsed.pop(name, None)
+            return  # its taints stay where they are
+        try:
+            parsed = policy.ClusterTaintPolicy.from_dict(
+                {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
+                 "kind": groups.CLUSTER_TAINT_POLICY_KIND})
+        except wire.ValidationError as exc:
+            log.warning("ClusterTaintPolicy %s is malformed and not applied: %s", name, exc)
+            self._parsed.pop(name, None)
+            return
+        self._parsed[name] = parsed
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec"):
+            return
+        for cluster_name, cluster_obj in list(self.clusters.store.items()):
+            model = self._cluster(cluster_obj)
+            if model is not None and decision.targets(parsed, decision.view(model)):
+                self.controller.enqueue(cluster_name)
+
+    # --- reconcile ----------------------------------------------------------
+
+    @staticmethod
+    def _cluster(obj: dict[str, Any]) -> cluster.Cluster | None:
+        try:
+            return cluster.Cluster.from_dict({**obj, "apiVersion": groups.CLUSTER_API_VERSION,
+                                              "kind": groups.CLUSTER_KIND})
+        except wire.ValidationError as exc:
+            name = (obj.get("metadata") or {}).get("name")
+            log.warning("Cluster %s cannot be read, its taints are left alone: %s", name, exc)
+            return None
+
+    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
+        """Write the taints the Ready rules and the policies want on one Cluster."""
+        obj = self.clusters.store.get(name)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        model = self._cluster(obj)
+        if model is None:
+            return None
+        plan = decision.plan(model, self._parsed.values(), self.clock.now(), self.timeout)
+        if plan.changed:
+            taints = [t.to_dict() for t in plan.taints]
+            await self.api.patch(
+                resources.CLUSTERS, name,
+                {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                 "spec": {"taints": taints or None}},
+                field_manager=FIELD_MANAGER)
+            self._report(obj, plan)
+        if plan.requeue_after is None:
+            return None
+        return reconcile.Result(requeue_after=plan.requeue_after)
+
+    def _report(self, obj: dict[str, Any], plan: decision.Plan) -> None:
+        subject = {**obj, "apiVersion": groups.CLUSTER_API_VERSION, "kind": groups.CLUSTER_KIND}
+        name = obj["metadata"]["name"]
+        for reason, change, changes in ((REASON_ADDED, "added", plan.added),
+                                        (REASON_REMOVED, "removed", plan.removed)):
+            for item in changes:
+                taint = item.taint
+                log.info("cluster %s: taint %s %s (%s)", name, _describe(taint), change,
+                         item.rule)
+                self.metrics.taint_changes.labels(taint.key, str(taint.effect), change).inc()
+                self.recorder.record(subject, "Normal", reason,
+                                     f"Taint {_describe(taint)} {change}: {item.rule}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import pathlib
+import subprocess
+import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import prometheus_client
@@ -16,7 +19,7 @@ from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import waiting
+from clusterhealth_localenv import environment, waiting
 
 
 def unique(prefix: str) -> str:
@@ -105,3 +108,23 @@ DIVIDED_1_2 = {
             {"targetCluster": {"clusterNames": ["member2"]}, "weight": 2}]}},
 }
 """Seed 000's placement: Divided 1:2 over member1 and member2."""
+
+
+@contextlib.contextmanager
+def scheduler_process(env: environment.LocalEnvironment, python_env: dict[str, str],
+                      log: pathlib.Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The scheduler as shipped: its own process against ``env``'s control plane."""
+    argv = [sys.executable, "-m", "clusterhealth_controlplane.scheduler", "--kubeconfig",
+            str(env.kubeconfig()), "--bind-address", "127.0.0.1", "--healthz-port",
+            str(environment.free_port("127.0.0.1")), "--leader-elect", "false", *extra]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=python_env)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import cpkit
 import propkit
 import pytest
 
@@ -34,18 +34,8 @@ APIS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind"
 @pytest.fixture
 def scheduler(workload_env: environment.LocalEnvironment, python_env: dict[str, str],
               tmp_path: pathlib.Path) -> Iterator[subprocess.Popen[bytes]]:
-    argv = [sys.executable, "-m", "clusterhealth_controlplane.scheduler", "--kubeconfig",
-            str(workload_env.kubeconfig()), "--bind-address", "127.0.0.1", "--healthz-port",
-            str(environment.free_port("127.0.0.1")), "--leader-elect", "false"]
-    with (tmp_path / "scheduler.log").open("ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=python_env)
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with cpkit.scheduler_process(workload_env, python_env, tmp_path / "scheduler.log") as proc:
+        yield proc
 
 
 def deployment(name: str, namespace: str) -> dict[str, Any]:

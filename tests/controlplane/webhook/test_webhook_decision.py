@@ -165,6 +165,7 @@ def test_cluster_propagation_policy_and_update() -> None:
     obj = policy(kind="ClusterPropagationPolicy")
     tolerations, outcome = tolerations_after(obj, kind="ClusterPropagationPolicy")
     assert tolerations == [ADDED_NOT_READY, ADDED_UNREACHABLE]
+    assert outcome.result == decision.MUTATED
     # an UPDATE that drops them gets them back, as a CREATE would
     request = decision.parse_review(review(obj, operation="UPDATE"))
     assert decision.decide(request, DEFAULTS).result == decision.MUTATED

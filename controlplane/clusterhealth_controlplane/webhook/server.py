@@ -106,7 +106,8 @@ class WebhookServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-        for sock in self._sockets:
+        sockets, self._sockets = self._sockets, []
+        for sock in sockets:
             sock.close()
 
     async def serve_until_cancelled(self) -> None:

@@ -140,15 +140,15 @@ async def test_policies_get_the_default_tolerations(cp: kube.ApiClient,
             got = await cp.get(resources.PROPAGATION_POLICIES, "plain", namespace=namespace)
             assert tolerations(got) == ADDED
             # its own not-ready toleration is kept; only unreachable is added
-            own = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute",
-                    "tolerationSeconds": 30},
-                   {"key": "dedicated", "operator": "Equal", "value": "gpu",
-                    "effect": "NoSchedule"}]
+            own: list[dict[str, Any]] = [
+                {"key": NOT_READY, "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 30},
+                {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
             stored = await cp.create(resources.PROPAGATION_POLICIES,
                                      policy("own", selector, namespace, own))
             assert tolerations(stored) == [*own, ADDED[1]]
             # one that tolerates every taint gets nothing
-            everything = [{"operator": "Exists"}]
+            everything: list[dict[str, Any]] = [{"operator": "Exists"}]
             stored = await cp.create(resources.PROPAGATION_POLICIES,
                                      policy("all", selector, namespace, everything))
             assert tolerations(stored) == everything

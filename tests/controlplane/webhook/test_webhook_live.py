@@ -120,7 +120,7 @@ def ca() -> pki.CertificateAuthority:
 @pytest.fixture
 async def webhook(tmp_path: pathlib.Path, ca: pki.CertificateAuthority
                   ) -> AsyncIterator[server.WebhookServer]:
-    volume = whkit.SecretVolume(tmp_path)
+    volume = pki.SecretVolume(tmp_path)
     volume.write(ca.serving("webhook", ["127.0.0.1"], []))
     async with whkit.running(volume, defaults=DEFAULTS) as running:
         yield running
@@ -175,40 +175,43 @@ async def test_policies_get_the_default_tolerations(cp: kube.ApiClient,
             await cp.delete(resources.NAMESPACES, namespace)
 
 
+@contextlib.asynccontextmanager
+async def webhook_down(cp: kube.ApiClient, webhook: server.WebhookServer,
+                       ca: pki.CertificateAuthority, failure_policy: str,
+                       ) -> AsyncIterator[tuple[str, str, int]]:
+    """Registered with ``failure_policy``, in effect, then stopped: namespace, label, port."""
+    namespace = await cpkit.make_namespace(cp, "webhook")
+    try:
+        async with registered(cp, webhook, ca, failure_policy, namespace) as selector:
+            port = webhook.bound_port
+            await webhook.stop()
+            yield namespace, selector, port
+    finally:
+        await cp.delete(resources.NAMESPACES, namespace)
+
+
 async def test_webhook_down_with_failure_policy_fail_refuses(
         cp: kube.ApiClient, webhook: server.WebhookServer,
         ca: pki.CertificateAuthority) -> None:
-    namespace = await cpkit.make_namespace(cp, "webhook")
-    try:
-        async with registered(cp, webhook, ca, "Fail", namespace) as selector:
-            port = webhook.bound_port
-            await webhook.stop()
-            with pytest.raises(errors.ApiError) as raised:
-                await cp.create(resources.PROPAGATION_POLICIES,
-                                policy("refused", selector, namespace))
-            assert raised.value.status == 500
-            message = raised.value.message
-            assert f'failed calling webhook "{WEBHOOK_NAME}"' in message, message
-            assert f"https://127.0.0.1:{port}{server.PATH}" in message, message
-            assert "connection refused" in message, message
-            with pytest.raises(errors.NotFound):
-                await cp.get(resources.PROPAGATION_POLICIES, "refused", namespace=namespace)
-    finally:
-        await cp.delete(resources.NAMESPACES, namespace)
+    async with webhook_down(cp, webhook, ca, "Fail") as (namespace, selector, port):
+        with pytest.raises(errors.ApiError) as raised:
+            await cp.create(resources.PROPAGATION_POLICIES,
+                            policy("refused", selector, namespace))
+        assert raised.value.status == 500
+        message = raised.value.message
+        assert f'failed calling webhook "{WEBHOOK_NAME}"' in message, message
+        assert f"https://127.0.0.1:{port}{server.PATH}" in message, message
+        assert "connection refused" in message, message
+        with pytest.raises(errors.NotFound):
+            await cp.get(resources.PROPAGATION_POLICIES, "refused", namespace=namespace)
 
 
 async def test_webhook_down_with_failure_policy_ignore_stores_unmutated(
         cp: kube.ApiClient, webhook: server.WebhookServer,
         ca: pki.CertificateAuthority) -> None:
-    namespace = await cpkit.make_namespace(cp, "webhook")
-    try:
-        async with registered(cp, webhook, ca, "Ignore", namespace) as selector:
-            await webhook.stop()
-            stored = await cp.create(resources.PROPAGATION_POLICIES,
-                                     policy("unmutated", selector, namespace))
-            assert tolerations(stored) == []
-            got = await cp.get(resources.PROPAGATION_POLICIES, "unmutated",
-                               namespace=namespace)
-            assert "clusterTolerations" not in got["spec"]["placement"]
-    finally:
-        await cp.delete(resources.NAMESPACES, namespace)
+    async with webhook_down(cp, webhook, ca, "Ignore") as (namespace, selector, _):
+        stored = await cp.create(resources.PROPAGATION_POLICIES,
+                                 policy("unmutated", selector, namespace))
+        assert tolerations(stored) == []
+        got = await cp.get(resources.PROPAGATION_POLICIES, "unmutated", namespace=namespace)
+        assert "clusterTolerations" not in got["spec"]["placement"]

@@ -26,7 +26,7 @@ def ca() -> pki.CertificateAuthority:
 
 @pytest.fixture
 def cert_dir(tmp_path: pathlib.Path, ca: pki.CertificateAuthority) -> pathlib.Path:
-    volume = whkit.SecretVolume(tmp_path / "certs")
+    volume = pki.SecretVolume(tmp_path / "certs")
     volume.root.mkdir()
     volume.write(whkit.issue(ca))
     return volume.root

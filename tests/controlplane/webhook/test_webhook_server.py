@@ -39,13 +39,13 @@ def ca() -> pki.CertificateAuthority:
 
 
 @pytest.fixture
-def volume(tmp_path: pathlib.Path, ca: pki.CertificateAuthority) -> whkit.SecretVolume:
-    secret = whkit.SecretVolume(tmp_path)
+def volume(tmp_path: pathlib.Path, ca: pki.CertificateAuthority) -> pki.SecretVolume:
+    secret = pki.SecretVolume(tmp_path)
     secret.write(whkit.issue(ca))
     return secret
 
 
-async def test_answers_a_review_over_https(volume: whkit.SecretVolume,
+async def test_answers_a_review_over_https(volume: pki.SecretVolume,
                                            ca: pki.CertificateAuthority) -> None:
     registry = prometheus_client.CollectorRegistry()
     defaults = decision.Defaults(not_ready_seconds=42, unreachable_seconds=7)
@@ -83,7 +83,7 @@ async def test_answers_a_review_over_https(volume: whkit.SecretVolume,
 
 
 async def test_keeps_connections_open_for_the_api_server(
-        volume: whkit.SecretVolume, ca: pki.CertificateAuthority) -> None:
+        volume: pki.SecretVolume, ca: pki.CertificateAuthority) -> None:
     async with whkit.running(volume) as webhook, \
             whkit.connection(webhook.bound_port, ca) as (reader, writer, _):
         for _ in range(3):
@@ -92,7 +92,7 @@ async def test_keeps_connections_open_for_the_api_server(
             assert json.loads(answer.body)["response"]["allowed"] is True
 
 
-async def test_bad_requests(volume: whkit.SecretVolume, ca: pki.CertificateAuthority) -> None:
+async def test_bad_requests(volume: pki.SecretVolume, ca: pki.CertificateAuthority) -> None:
     registry = prometheus_client.CollectorRegistry()
     async with whkit.running(volume, registry=registry, max_body_bytes=4096) as webhook:
         port = webhook.bound_port
@@ -121,7 +121,7 @@ async def test_bad_requests(volume: whkit.SecretVolume, ca: pki.CertificateAutho
                   kind="PropagationPolicy", result="malformed") == 1.0
 
 
-async def test_every_address_by_default(volume: whkit.SecretVolume,
+async def test_every_address_by_default(volume: pki.SecretVolume,
                                         ca: pki.CertificateAuthority) -> None:
     async with whkit.running(volume, host="::") as webhook:
         for host in ("127.0.0.1", "::1"):
@@ -132,7 +132,7 @@ async def test_every_address_by_default(volume: whkit.SecretVolume,
 async def test_certificate_rotation_without_restart(
         tmp_path: pathlib.Path, ca: pki.CertificateAuthority,
         caplog: pytest.LogCaptureFixture) -> None:
-    volume = whkit.SecretVolume(tmp_path)
+    volume = pki.SecretVolume(tmp_path)
     first, second, third = whkit.issue(ca), whkit.issue(ca), whkit.issue(ca)
     volume.write(first)
     clock = whkit.SteppedClock()
@@ -166,7 +166,7 @@ async def test_certificate_rotation_without_restart(
     assert sample(registry, "clusterhealth_webhook_certificate_reloads_total") == 2.0
 
 
-async def test_start_fails_on_a_taken_port(volume: whkit.SecretVolume) -> None:
+async def test_start_fails_on_a_taken_port(volume: pki.SecretVolume) -> None:
     async with whkit.running(volume) as first:
         with pytest.raises(OSError, match="in use"):
             async with whkit.running(volume, port=first.bound_port):

@@ -1,8 +1,7 @@
-"""Helpers for the webhook's tests: certificates in a Secret-like volume, HTTPS requests.
+"""Helpers for the webhook's tests: the server on loopback, HTTPS requests to it.
 
-:class:`SecretVolume` lays files out as kubelet mounts a Secret (each name a symlink
-through ``..data`` to a versioned directory, swapped atomically on update), so a
-rotation in a test is the rotation a pod sees.
+Certificates live in a :class:`clusterhealth_localenv.pki.SecretVolume` (laid out as
+kubelet mounts a Secret), so a rotation in a test is the rotation a pod sees.
 """
 
 from __future__ import annotations
@@ -10,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
-import pathlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,36 +20,6 @@ from clusterhealth_controlplane.webhook import decision, metrics, server
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import serving
 from clusterhealth_localenv import pki
-
-
-class SecretVolume:
-    """A directory laid out like a mounted ``kubernetes.io/tls`` Secret."""
-
-    def __init__(self, root: pathlib.Path) -> None:
-        self.root = root
-        self.generation = 0
-
-    @property
-    def cert(self) -> str:
-        return str(self.root / "tls.crt")
-
-    @property
-    def key(self) -> str:
-        return str(self.root / "tls.key")
-
-    def write(self, pair: pki.KeyPair, key_pem: bytes | None = None) -> None:
-        """Publish a new version atomically, as kubelet's AtomicWriter does."""
-        self.generation += 1
-        version = self.root / f"..v{self.generation}"
-        version.mkdir()
-        (version / "tls.crt").write_bytes(pair.cert_pem)
-        (version / "tls.key").write_bytes(key_pem if key_pem is not None else pair.key_pem)
-        tmp = self.root / "..data_tmp"
-        os.symlink(version.name, tmp)
-        os.replace(tmp, self.root / "..data")
-        for name in ("tls.crt", "tls.key"):
-            if not (self.root / name).is_symlink():
-                os.symlink(f"..data/{name}", self.root / name)
 
 
 class SteppedClock(clocks.Clock):
@@ -127,7 +94,7 @@ async def request(port: int, ca: pki.CertificateAuthority, body: bytes, *,
 
 
 @contextlib.asynccontextmanager
-async def running(volume: SecretVolume, *, defaults: decision.Defaults | None = None,
+async def running(volume: pki.SecretVolume, *, defaults: decision.Defaults | None = None,
                   clock: clocks.Clock | None = None, reload_interval: float = 10.0,
                   registry: prometheus_client.CollectorRegistry | None = None,
                   host: str = "127.0.0.1", port: int = 0,

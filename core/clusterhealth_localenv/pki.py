@@ -5,6 +5,8 @@ SANs, since members are addressed by IP) and an admin client certificate in
 ``system:masters``.  Each API server also gets a service-account signing key.
 In Karmada mode a second CA, the front-proxy CA, signs the control plane's
 aggregation proxy client certificate (:class:`clusterhealth_localenv.karmada.FrontProxy`).
+:class:`SecretVolume` publishes a pair as kubelet mounts a ``kubernetes.io/tls``
+Secret, so that tests rotate certificates the way a pod sees it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
+import os
 import pathlib
 
 from cryptography import x509
@@ -132,3 +135,40 @@ def service_account_keys() -> tuple[bytes, bytes]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return _key_pem(key), public
+
+
+class SecretVolume:
+    """A directory laid out like a mounted ``kubernetes.io/tls`` Secret.
+
+    ``tls.crt`` and ``tls.key`` are symlinks through ``..data`` to a versioned
+    directory; :meth:`write` publishes a new version by swapping ``..data``
+    atomically, as kubelet's AtomicWriter does: both files change at once.
+    """
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.root = root
+        self.generation = 0
+
+    @property
+    def cert(self) -> str:
+        """The certificate's path (through the symlinks)."""
+        return str(self.root / "tls.crt")
+
+    @property
+    def key(self) -> str:
+        """The private key's path (through the symlinks)."""
+        return str(self.root / "tls.key")
+
+    def write(self, pair: KeyPair, key_pem: bytes | None = None) -> None:
+        """Publish ``pair`` (with another key: ``key_pem``, a broken rotation)."""
+        self.generation += 1
+        version = self.root / f"..v{self.generation}"
+        version.mkdir(parents=True)
+        (version / "tls.crt").write_bytes(pair.cert_pem)
+        (version / "tls.key").write_bytes(key_pem if key_pem is not None else pair.key_pem)
+        tmp = self.root / "..data_tmp"
+        os.symlink(version.name, tmp)
+        os.replace(tmp, self.root / "..data")
+        for name in ("tls.crt", "tls.key"):
+            if not (self.root / name).is_symlink():
+                os.symlink(f"..data/{name}", self.root / name)

@@ -1,29 +1,40 @@
 """The clusterhealth-controlplane chart: what it renders, what it refuses, and least privilege.
 
 Two leader-elected Deployments (the controller manager and the scheduler), each
-with its own ServiceAccount, Lease and RBAC.  Every manifest is validated with
-kubernetes-validate (strict, the project's Kubernetes version) except the
-monitoring.coreos.com ServiceMonitor, which it has no schema for: its structure
-is checked here instead.  The names the schema knows (controllers, plugins) are
-checked against the components' own tables.
+with its own ServiceAccount, Lease and RBAC, and the default-tolerations webhook
+(Deployment, Service, MutatingWebhookConfiguration, its certificate; no API access).
+Every manifest is validated with kubernetes-validate (strict, the project's Kubernetes
+version) except the monitoring.coreos.com ServiceMonitor and the cert-manager.io
+Certificate, which it has no schema for: their structure is checked here instead.
+The names the schema knows (controllers, plugins) are checked against the components'
+own tables.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import pathlib
 import re
+import ssl
 from collections.abc import Callable
 from typing import Any
 
 import chartkit
 import kubernetes_validate
+import prometheus_client
 import pytest
 import yaml
+from cryptography import x509
 
 from clusterhealth_controlplane import controllers
 from clusterhealth_controlplane import settings as manager_settings
 from clusterhealth_controlplane.scheduler import plugins
+from clusterhealth_controlplane.webhook import decision, metrics, server
+from clusterhealth_controlplane.webhook import settings as webhook_settings
+from clusterhealth_core import serving
+from clusterhealth_localenv import pki
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "controlplane"
@@ -32,8 +43,10 @@ NAMESPACE = "clusterhealth-system"
 RELEASE = "clusterhealth-controlplane"
 MANAGER = f"{RELEASE}-controller-manager"
 SCHEDULER = f"{RELEASE}-scheduler"
+WEBHOOK = f"{RELEASE}-webhook"
 CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
+CERT_MANAGER = "cert-manager.io/v1"
 CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
         "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
         "multiclusteringresses.networking.karmada.io",
@@ -48,6 +61,9 @@ RBAC_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding"
               "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
 RUNNING = ["Deployment", "Deployment", "PodDisruptionBudget", "PodDisruptionBudget",
            "Service", "Service"]
+# the webhook: no RBAC, its own ServiceAccount (no token), the Secret Helm makes
+WEBHOOK_KINDS = ["ServiceAccount", "Secret", "Deployment", "Service", "PodDisruptionBudget",
+                 "MutatingWebhookConfiguration"]
 
 Manifest = chartkit.Manifest
 Render = chartkit.Render
@@ -89,7 +105,8 @@ def _container(documents: list[Manifest], name: str = MANAGER) -> Manifest:
 
 def _validate(documents: list[Manifest]) -> None:
     for document in documents:
-        if document["apiVersion"] != MONITORING:  # no schema: see test_service_monitor
+        # no schema: see test_service_monitor and test_webhook_cert_manager
+        if document["apiVersion"] not in (MONITORING, CERT_MANAGER):
             kubernetes_validate.validate(document, KUBERNETES, strict=True)
 
 
@@ -133,28 +150,30 @@ def test_renders_valid_manifests(helm: str, values_file: str) -> None:
 def test_defaults_render_valid_manifests(render: Render) -> None:
     documents = render()
     assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RBAC_KINDS,
-                                        *RUNNING])
+                                        *RUNNING, *WEBHOOK_KINDS])
     _validate(documents)
     for document in documents:
         labels = document["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "clusterhealth-controlplane"
         assert labels["app.kubernetes.io/part-of"] == "clusterhealth"
-        assert labels["app.kubernetes.io/component"] in ("controller-manager", "scheduler")
+        assert labels["app.kubernetes.io/component"] in ("controller-manager", "scheduler",
+                                                         "webhook")
 
 
 def test_names_follow_the_release(render: Render, helm: str, tmp_path: pathlib.Path) -> None:
     names = sorted(d["metadata"]["name"] for d in render() if d["kind"] == "Deployment")
-    assert names == [MANAGER, SCHEDULER]
+    assert names == [MANAGER, SCHEDULER, WEBHOOK]
     short = chartkit.renderer(helm, CHART, "cp", NAMESPACE, tmp_path)()
     assert sorted(d["metadata"]["name"] for d in short if d["kind"] == "Deployment") == [
         "cp-clusterhealth-controlplane-controller-manager",
-        "cp-clusterhealth-controlplane-scheduler"]
+        "cp-clusterhealth-controlplane-scheduler", "cp-clusterhealth-controlplane-webhook"]
     # a long release name is shortened, the component's suffix kept (Service names <= 63)
     long = chartkit.renderer(helm, CHART, "a-rather-long-release-name-for-testing-x",
                              NAMESPACE, tmp_path)()
     services = sorted(d["metadata"]["name"] for d in long if d["kind"] == "Service")
-    assert [len(s) <= 63 for s in services] == [True, True]
+    assert [len(s) <= 63 for s in services] == [True, True, True]
     assert services[0].endswith("-controller-manager") and services[1].endswith("-scheduler")
+    assert services[2].endswith("-webhook")
     _validate(long)
 
 
@@ -278,16 +297,17 @@ def test_replicas_and_resources_per_component(render: Render) -> None:
         "requests": {"cpu": "1", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
     assert _container(documents, SCHEDULER)["resources"]["limits"] == {"memory": "512Mi"}
     # a PodDisruptionBudget only for the Deployment with more than one replica
-    pdb = _one(documents, "PodDisruptionBudget")
-    assert pdb["metadata"]["name"] == SCHEDULER
+    pdbs = [d["metadata"]["name"] for d in documents if d["kind"] == "PodDisruptionBudget"]
+    assert sorted(pdbs) == [SCHEDULER, WEBHOOK]
+    pdb = _one(documents, "PodDisruptionBudget", SCHEDULER)
     assert pdb["spec"] == {"minAvailable": 1, "selector": {
         "matchLabels": _one(documents, "Deployment", SCHEDULER)["spec"]["selector"][
             "matchLabels"]}}
 
 
-def test_scheduling_values_apply_to_both(render: Render) -> None:
+def test_scheduling_values_apply_to_every_deployment(render: Render) -> None:
     documents = render()
-    for name in (MANAGER, SCHEDULER):
+    for name in (MANAGER, SCHEDULER, WEBHOOK):
         selector = _one(documents, "Deployment", name)["spec"]["selector"]["matchLabels"]
         assert _pod(documents, name)["affinity"] == {"podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -304,7 +324,7 @@ def test_scheduling_values_apply_to_both(render: Render) -> None:
                         "priorityClassName": "system-cluster-critical",
                         "image": {"repository": "registry.example.org/cp", "tag": "1.2.3",
                                   "pullPolicy": "Always"}})
-    for name in (MANAGER, SCHEDULER):
+    for name in (MANAGER, SCHEDULER, WEBHOOK):
         pod = _pod(documents, name)
         assert pod["affinity"] == affinity
         assert pod["tolerations"] == tolerations
@@ -317,7 +337,8 @@ def test_scheduling_values_apply_to_both(render: Render) -> None:
 def test_scheduler_disabled(render: Render) -> None:
     documents = render({"scheduler": {"enabled": False}})
     assert not [d for d in documents if d["metadata"]["name"].startswith(SCHEDULER)]
-    assert [d["metadata"]["name"] for d in documents if d["kind"] == "Deployment"] == [MANAGER]
+    assert [d["metadata"]["name"] for d in documents if d["kind"] == "Deployment"] == [
+        MANAGER, WEBHOOK]
     rbac = render({"scheduler": {"enabled": False}, "rbacOnly": True})
     assert not [d for d in rbac if d["metadata"]["name"].startswith(SCHEDULER)]
     assert _one(rbac, "ServiceAccount")["metadata"]["name"] == MANAGER
@@ -437,7 +458,7 @@ def test_schema_is_draft_07_and_closed() -> None:
     assert schema["additionalProperties"] is False
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) <= set(schema["properties"])
-    for component in ("controllerManager", "scheduler"):
+    for component in ("controllerManager", "scheduler", "webhook"):
         assert schema["properties"][component]["additionalProperties"] is False
         assert set(values[component]) <= set(schema["properties"][component]["properties"])
 
@@ -601,6 +622,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
         assert pod["automountServiceAccountToken"] is False
     assert [sa["automountServiceAccountToken"] for sa in documents
             if sa["kind"] == "ServiceAccount"] == [False, False]
+    # no webhook: its configuration belongs in the API server the components manage
     assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RUNNING])
     assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
     _validate(documents)
@@ -634,7 +656,7 @@ def test_rbac_only(render: Render) -> None:
 
 def test_metrics_services_select_their_pods(render: Render) -> None:
     documents = render()
-    for name, port in ((MANAGER, 10357), (SCHEDULER, 10351)):
+    for name, port in ((MANAGER, 10357), (SCHEDULER, 10351)):  # the webhook's: above
         service = _one(documents, "Service", name)
         pod_labels = _one(documents, "Deployment", name)["spec"]["template"]["metadata"][
             "labels"]
@@ -661,6 +683,201 @@ def test_service_monitor(render: Render) -> None:
                                              "interval": "15s", "honorLabels": True}]
 
 
+# --- the webhook ------------------------------------------------------------------------
+
+def _configuration(documents: list[Manifest]) -> Manifest:
+    webhook: Manifest = _one(documents, "MutatingWebhookConfiguration", WEBHOOK)["webhooks"][0]
+    return webhook
+
+
+def test_webhook_defaults(render: Render) -> None:
+    documents = render()
+    deployment = _one(documents, "Deployment", WEBHOOK)
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1,
+                                                               "maxUnavailable": 0}
+    pod, container = _pod(documents, WEBHOOK), _container(documents, WEBHOOK)
+    # no API access: no token, no RBAC
+    assert pod["serviceAccountName"] == WEBHOOK
+    assert pod["automountServiceAccountToken"] is False
+    assert _one(documents, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
+    assert _granted(documents, WEBHOOK) == set()
+    assert container["command"] == ["python", "-m", "clusterhealth_controlplane.webhook"]
+    assert container["args"] == [
+        "--default-not-ready-toleration-seconds=300",
+        "--default-unreachable-toleration-seconds=300", "--secure-port=8443",
+        "--cert-dir=/etc/clusterhealth/webhook-certs", "--healthz-port=10361"]
+    assert container["ports"] == [
+        {"name": "webhook", "containerPort": 8443, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 10361, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["resources"] == {"requests": {"cpu": "20m", "memory": "64Mi"},
+                                      "limits": {"memory": "256Mi"}}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # only the pair is mounted, never the CA
+    assert {"name": "certificate", "mountPath": "/etc/clusterhealth/webhook-certs",
+            "readOnly": True} in container["volumeMounts"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "certificate")
+    assert volume["secret"] == {"secretName": f"{WEBHOOK}-cert", "defaultMode": 0o440,
+                                "items": [{"key": "tls.crt", "path": "tls.crt"},
+                                          {"key": "tls.key", "path": "tls.key"}]}
+    service = _one(documents, "Service", WEBHOOK)
+    assert service["spec"]["selector"].items() \
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"},
+        {"name": "metrics", "port": 10361, "targetPort": "metrics", "protocol": "TCP"}]
+    assert _one(documents, "PodDisruptionBudget", WEBHOOK)["spec"]["minAvailable"] == 1
+    # the configuration: both policy kinds, CREATE and UPDATE, to the Service's path
+    assert _configuration(documents) == {
+        "name": "default-tolerations.clusterhealth.io",
+        "clientConfig": {
+            "service": {"namespace": NAMESPACE, "name": WEBHOOK, "path": server.PATH,
+                        "port": 443},
+            "caBundle": _one(documents, "Secret", f"{WEBHOOK}-cert")["data"]["ca.crt"]},
+        "rules": [{"apiGroups": ["policy.karmada.io"], "apiVersions": ["v1alpha1"],
+                   "operations": ["CREATE", "UPDATE"],
+                   "resources": ["propagationpolicies", "clusterpropagationpolicies"],
+                   "scope": "*"}],
+        "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None",
+        "admissionReviewVersions": ["v1"], "timeoutSeconds": 5}
+
+
+def test_webhook_values(render: Render, tmp_path: pathlib.Path) -> None:
+    documents = render({"webhook": {
+        "replicas": 1, "failurePolicy": "Ignore", "timeoutSeconds": 10,
+        "tolerationSeconds": {"notReady": 0, "unreachable": 86400},
+        "extraArgs": ["--bind-address=0.0.0.0"]}})
+    assert _one(documents, "Deployment", WEBHOOK)["spec"]["replicas"] == 1
+    assert not [d for d in documents if d["kind"] == "PodDisruptionBudget"
+                and d["metadata"]["name"] == WEBHOOK]
+    configuration = _configuration(documents)
+    assert (configuration["failurePolicy"], configuration["timeoutSeconds"]) == ("Ignore", 10)
+    # the flags are the webhook's own, parsed by its settings
+    args = _container(documents, WEBHOOK)["args"]
+    assert args[-1] == "--bind-address=0.0.0.0"
+    ca = pki.CertificateAuthority()
+    ca.serving("w", ["127.0.0.1"], []).write(tmp_path, "tls")
+    loaded = webhook_settings.load([*args, f"--cert-dir={tmp_path}"], environ={})
+    assert loaded.defaults == decision.Defaults(not_ready_seconds=0, unreachable_seconds=86400)
+    assert (loaded.secure_port, loaded.healthz_port, loaded.bind_address) == (
+        8443, 10361, "0.0.0.0")
+    # the Service's and probes' ports are the flags'
+    ports = {p["name"]: p["containerPort"] for p in _container(documents, WEBHOOK)["ports"]}
+    assert ports == {"webhook": loaded.secure_port, "metrics": loaded.healthz_port}
+
+
+def test_webhook_disabled_or_elsewhere(render: Render) -> None:
+    for values in ({"webhook": {"enabled": False}}, KARMADA_HOST,
+                   {"rbacOnly": True, "crds": {"enabled": False}}):
+        documents = render(values)
+        assert not [d for d in documents if d["metadata"]["name"].startswith(WEBHOOK)], values
+
+
+def _certificate(text: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(base64.b64decode(text))
+
+
+async def test_webhook_certificate_made_by_helm(render: Render,
+                                                tmp_path: pathlib.Path) -> None:
+    """The Secret's pair is served for the Service's names, and the caBundle trusts it."""
+    documents = render()
+    secret = _one(documents, "Secret", f"{WEBHOOK}-cert")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    ca_bundle = _configuration(documents)["clientConfig"]["caBundle"]
+    assert ca_bundle == secret["data"]["ca.crt"]
+    cert = _certificate(secret["data"]["tls.crt"])
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [
+        WEBHOOK, f"{WEBHOOK}.{NAMESPACE}", f"{WEBHOOK}.{NAMESPACE}.svc",
+        f"{WEBHOOK}.{NAMESPACE}.svc.cluster.local"]
+    # what the API server does: TLS to <service>.<namespace>.svc, trusting caBundle only
+    for key in ("tls.crt", "tls.key"):
+        (tmp_path / key).write_bytes(base64.b64decode(secret["data"][key]))
+    webhook = server.WebhookServer(
+        decision.Defaults(), serving.TLSConfig(str(tmp_path / "tls.crt"),
+                                               str(tmp_path / "tls.key")),
+        metrics.WebhookMetrics(prometheus_client.CollectorRegistry()), host="127.0.0.1",
+        port=0)
+    await webhook.start()
+    try:
+        trust = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+        async with asyncio.timeout(10):
+            _, writer = await asyncio.open_connection(
+                "127.0.0.1", webhook.bound_port, ssl=trust,
+                server_hostname=f"{WEBHOOK}.{NAMESPACE}.svc")
+        writer.close()
+        with pytest.raises(ssl.SSLCertVerificationError):
+            async with asyncio.timeout(10):
+                await asyncio.open_connection("127.0.0.1", webhook.bound_port, ssl=trust,
+                                              server_hostname="elsewhere.example")
+    finally:
+        await webhook.stop()
+
+
+def test_webhook_certificate_from_your_secret(render: Render) -> None:
+    documents = render({"webhook": {"certificate": {"secretName": "my-webhook-tls"}}})
+    assert not [d for d in documents if d["kind"] == "Secret"]
+    volume = next(v for v in _pod(documents, WEBHOOK)["volumes"] if v["name"] == "certificate")
+    assert volume["secret"]["secretName"] == "my-webhook-tls"
+    # helm template cannot look the Secret up: no caBundle (an install takes its ca.crt)
+    assert "caBundle" not in _configuration(documents)["clientConfig"]
+    _validate(documents)
+
+
+def test_webhook_cert_manager(render: Render) -> None:
+    documents = render({"webhook": {"certificate": {"certManagerIssuer": {
+        "kind": "ClusterIssuer", "name": "cluster-ca"}}}})
+    assert not [d for d in documents if d["kind"] == "Secret"]
+    certificate = _one(documents, "Certificate", WEBHOOK)
+    assert certificate["apiVersion"] == CERT_MANAGER
+    assert set(certificate) == {"apiVersion", "kind", "metadata", "spec"}
+    assert certificate["metadata"]["namespace"] == NAMESPACE
+    assert certificate["spec"] == {
+        "secretName": f"{WEBHOOK}-cert",
+        "dnsNames": [WEBHOOK, f"{WEBHOOK}.{NAMESPACE}", f"{WEBHOOK}.{NAMESPACE}.svc",
+                     f"{WEBHOOK}.{NAMESPACE}.svc.cluster.local"],
+        "issuerRef": {"kind": "ClusterIssuer", "name": "cluster-ca"}}
+    configuration = _one(documents, "MutatingWebhookConfiguration", WEBHOOK)
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{WEBHOOK}"}
+    assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
+    volume = next(v for v in _pod(documents, WEBHOOK)["volumes"] if v["name"] == "certificate")
+    assert volume["secret"]["secretName"] == f"{WEBHOOK}-cert"
+    _validate(documents)
+    # into a Secret named by secretName
+    named = render({"webhook": {"certificate": {
+        "secretName": "tls", "certManagerIssuer": {"kind": "Issuer", "name": "ca"}}}})
+    assert _one(named, "Certificate", WEBHOOK)["spec"]["secretName"] == "tls"
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"failurePolicy": "Never"}, "/webhook/failurePolicy"),
+    ({"timeoutSeconds": 0}, "/webhook/timeoutSeconds"),
+    ({"timeoutSeconds": 31}, "/webhook/timeoutSeconds"),
+    ({"replicas": 0}, "/webhook/replicas"),
+    ({"tolerationSeconds": {"notReady": -1, "unreachable": 300}},
+     "/webhook/tolerationSeconds/notReady"),
+    ({"tolerationSeconds": {"notReady": 300, "unreachable": 1.5}},
+     "/webhook/tolerationSeconds/unreachable"),
+    ({"tolerationSeconds": {"notReady": "300", "unreachable": 300}},
+     "/webhook/tolerationSeconds/notReady"),
+    ({"tolerationSeconds": {"notready": 300}}, "/webhook/tolerationSeconds"),
+    ({"certificate": {"secretName": "Bad_Name"}}, "/webhook/certificate/secretName"),
+    ({"certificate": {"certManagerIssuer": {"kind": "Vault", "name": "x"}}},
+     "/webhook/certificate/certManagerIssuer/kind"),
+    ({"extraArgs": ["secure-port=1"]}, "/webhook/extraArgs/0"),
+    ({"port": 443}, "additional properties 'port' not allowed"),
+])
+def test_webhook_schema_rejects_bad_values(render_error: Callable[..., str],
+                                           values: dict[str, Any], message: str) -> None:
+    error = render_error({"webhook": values})
+    assert "don't meet the specifications of the schema" in error, error
+    assert message in error, error
+
+
 # --- the README documents what the chart does -----------------------------------------
 
 def test_readme_documents_values() -> None:
@@ -668,7 +885,7 @@ def test_readme_documents_values() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     for key, value in values.items():
         assert f"`{key}" in readme, key
-        if key in ("controllerManager", "scheduler"):
+        if key in ("controllerManager", "scheduler", "webhook"):
             for sub in value:
                 assert f"`{key}.{sub}" in readme, f"{key}.{sub}"
     for name in controllers.NAMES:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 import pathlib
 import socket
 import ssl
@@ -283,36 +282,6 @@ async def test_a_silent_client_is_disconnected_and_frees_its_slot() -> None:
 # --- TLS ------------------------------------------------------------------------
 
 
-class SecretVolume:
-    """A directory laid out like a mounted Secret: files are symlinks through ``..data``."""
-
-    def __init__(self, root: pathlib.Path) -> None:
-        self.root = root
-        self.generation = 0
-
-    @property
-    def cert(self) -> str:
-        return str(self.root / "tls.crt")
-
-    @property
-    def key(self) -> str:
-        return str(self.root / "tls.key")
-
-    def write(self, pair: pki.KeyPair, key_pem: bytes | None = None) -> None:
-        """Publish a new version atomically, as kubelet's AtomicWriter does."""
-        self.generation += 1
-        version = self.root / f"..v{self.generation}"
-        version.mkdir()
-        (version / "tls.crt").write_bytes(pair.cert_pem)
-        (version / "tls.key").write_bytes(key_pem if key_pem is not None else pair.key_pem)
-        tmp = self.root / "..data_tmp"
-        os.symlink(version.name, tmp)
-        os.replace(tmp, self.root / "..data")
-        for name in ("tls.crt", "tls.key"):
-            if not (self.root / name).is_symlink():
-                os.symlink(f"..data/{name}", self.root / name)
-
-
 def issue(ca: pki.CertificateAuthority) -> pki.KeyPair:
     return ca.serving("clusterhealth-test", ["127.0.0.1", "::1"], ["localhost"])
 
@@ -344,7 +313,7 @@ def serial(pair: pki.KeyPair) -> int:
 
 async def test_tls_serves_both_families(tmp_path: pathlib.Path) -> None:
     ca = pki.CertificateAuthority()
-    volume = SecretVolume(tmp_path)
+    volume = pki.SecretVolume(tmp_path)
     first = issue(ca)
     volume.write(first)
     async with running(tls=serving.TLSConfig(volume.cert, volume.key)) as server:
@@ -367,7 +336,7 @@ async def test_tls_serves_both_families(tmp_path: pathlib.Path) -> None:
 async def test_tls_certificate_rotation_without_restart(
         tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
     ca = pki.CertificateAuthority()
-    volume = SecretVolume(tmp_path)
+    volume = pki.SecretVolume(tmp_path)
     first, second, third = issue(ca), issue(ca), issue(ca)
     volume.write(first)
     clock = SteppedClock()

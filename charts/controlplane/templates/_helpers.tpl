@@ -52,6 +52,13 @@ helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version }}
 {{- if not .Values.rbacOnly -}}true{{- end -}}
 {{- end -}}
 
+{{/* True when the webhook is rendered: enabled, and the components run in the API server
+     they manage (its MutatingWebhookConfiguration belongs where the policies are written,
+     which must reach the webhook's Service: not so with kubeconfigSecret or rbacOnly). */}}
+{{- define "controlplane.webhookHere" -}}
+{{- if and .Values.webhook.enabled (include "controlplane.runsHere" .) (not .Values.kubeconfigSecret.name) -}}true{{- end -}}
+{{- end -}}
+
 {{/* True when the RBAC belongs in this API server: rbacOnly, or the components run
      in-cluster. With kubeconfigSecret they use another API server's identities and
      need nothing here. */}}

@@ -1,0 +1,40 @@
+"""The webhook's metric families, on an injected registry.
+
+Served by the process's health server on ``/metrics``, beside ``/healthz`` and
+``/readyz``: admission requests by policy kind and result (the results are
+:data:`clusterhealth_controlplane.webhook.decision.RESULTS`), how long answering took,
+and how often a rotated certificate was loaded.
+"""
+
+from __future__ import annotations
+
+import prometheus_client
+
+from clusterhealth_controlplane.webhook import decision
+
+_BUCKETS = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+
+
+class WebhookMetrics:
+    """Requests by kind and result, their duration, certificate reloads."""
+
+    def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
+        self.requests = prometheus_client.Counter(
+            "clusterhealth_webhook_admission_requests",
+            "Admission requests answered, by policy kind (empty when not a policy) and "
+            "result: mutated (tolerations added), unchanged (it had them), ignored (not a "
+            "policy CREATE/UPDATE), malformed (its fields could not be read: allowed with a "
+            "warning), invalid (not an AdmissionReview: HTTP 400).",
+            ["kind", "result"], registry=registry)
+        self.duration = prometheus_client.Histogram(
+            "clusterhealth_webhook_admission_duration_seconds",
+            "From the request read to the answer built.", registry=registry,
+            buckets=_BUCKETS)
+        self.certificate_reloads = prometheus_client.Counter(
+            "clusterhealth_webhook_certificate_reloads",
+            "Times a rotated serving certificate was loaded (new connections use it).",
+            registry=registry)
+        for kind in decision.KINDS:
+            for result in (decision.MUTATED, decision.UNCHANGED, decision.MALFORMED):
+                self.requests.labels(kind, result)
+        self.requests.labels("", decision.INVALID)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.binding import controller as binding
+from clusterhealth_controlplane.clusterstatus import controller as cluster_status
 from clusterhealth_controlplane.clustertaint import controller as cluster_taint
 from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
@@ -28,6 +29,8 @@ TABLE: tuple[manager.Entry, ...] = (
                   work_status.WorkStatusController),
     manager.Entry("bindingStatus", "Works' status -> binding aggregatedStatus and the template",
                   binding_status.BindingStatusController),
+    manager.Entry("clusterStatus", "members probed -> Cluster Ready, served APIs, node and "
+                  "resource summaries", cluster_status.ClusterStatusController),
     manager.Entry("clusterTaint", "Ready and ClusterTaintPolicies -> Cluster taints "
                   "(NoSchedule, then NoExecute after --failover-eviction-timeout)",
                   cluster_taint.ClusterTaintController),
@@ -42,6 +45,7 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
     "workStatus": (resources.WORKS, resources.CLUSTERS),
     "bindingStatus": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
                       resources.WORKS),
+    "clusterStatus": (resources.CLUSTERS,),
     "clusterTaint": (resources.CLUSTERS, resources.CLUSTER_TAINT_POLICIES),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""

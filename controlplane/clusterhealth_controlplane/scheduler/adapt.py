@@ -35,10 +35,10 @@ import dataclasses
 import fractions
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from clusterhealth_controlplane import quantities
 from clusterhealth_controlplane.scheduler import assignment, framework, spread
 from clusterhealth_core.api import cluster, meta, policy, work
 
@@ -47,17 +47,6 @@ APPLIED_PLACEMENT = "policy.karmada.io/applied-placement"
 CONDITION_COMPLETE_API_ENABLEMENTS = "CompleteAPIEnablements"
 """Cluster condition: True when ``status.apiEnablements`` lists every API of the member."""
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
-_SUFFIX = {
-    "": fractions.Fraction(1), "n": fractions.Fraction(1, 10**9),
-    "u": fractions.Fraction(1, 10**6), "m": fractions.Fraction(1, 1000),
-    "k": fractions.Fraction(10**3), "M": fractions.Fraction(10**6),
-    "G": fractions.Fraction(10**9), "T": fractions.Fraction(10**12),
-    "P": fractions.Fraction(10**15), "E": fractions.Fraction(10**18),
-    "Ki": fractions.Fraction(2**10), "Mi": fractions.Fraction(2**20),
-    "Gi": fractions.Fraction(2**30), "Ti": fractions.Fraction(2**40),
-    "Pi": fractions.Fraction(2**50), "Ei": fractions.Fraction(2**60),
-}
 CPU = "cpu"
 PODS = "pods"
 INT32_MAX = 2**31 - 1
@@ -68,15 +57,7 @@ INT32_MAX = 2**31 - 1
 
 def quantity(value: cluster.Quantity) -> fractions.Fraction:
     """A Kubernetes quantity (``"1.5Gi"``, ``"250m"``, ``3``) as an exact number."""
-    if isinstance(value, int):
-        return fractions.Fraction(value)
-    found = _QUANTITY.match(str(value).strip())
-    if found is None:
-        raise ValueError(f"not a quantity: {value!r}")
-    number, suffix = found.group(1), found.group(2) or ""
-    if suffix[:1] in ("e", "E"):
-        return fractions.Fraction(number) * fractions.Fraction(10) ** int(suffix[1:])
-    return fractions.Fraction(number) * _SUFFIX[suffix]
+    return quantities.parse(value)
 
 
 def _value(amount: fractions.Fraction, resource: str) -> int:

@@ -1,0 +1,331 @@
+"""The cluster-status controller's API side: probes, member caches and the status write.
+
+* A key is one Cluster.  Its reconcile comes back every
+  ``--cluster-status-update-frequency``; a Cluster added or whose spec
+  changed is reconciled at once; a deleted one has its caches, memory and
+  metric series dropped.
+* Push clusters: ``GET /readyz`` (404: ``/healthz``) with the Cluster's
+  credentials through the shared member-client pool, one attempt bounded by
+  ``--cluster-probe-timeout``; the result goes through
+  :func:`.decision.adjust` (thresholds) or, without any result,
+  :func:`.decision.unknown` (grace period).  While Ready: ``/version``,
+  aggregated discovery (two requests; the legacy per-group documents on
+  servers without it), and the node and resource summaries from this
+  controller's own watches on the member's Nodes and unfinished Pods, each
+  cut down by a transform to what the summaries need (a Pod is its node, its
+  phase and its effective request), so nothing is listed again every 10 s.
+* Pull clusters: only the heartbeat is watched (see :mod:`.decision`); the
+  Unknown is written by a second field manager, ``clusterhealth-cluster-monitor``.
+* Writes: server-side apply of the status subresource as
+  ``clusterhealth-cluster-status``, only of its own fields
+  (:data:`.decision.OWN_FIELDS`, conditions ``Ready`` and
+  ``CompleteAPIEnablements``), only when one of them changed; others'
+  conditions and ``remedyActions`` are never in the body.  An Event on the
+  Cluster when Ready changes; the ``cluster_ready``, ``cluster_probes`` and
+  ``cluster_probe_duration`` metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from clusterhealth_controlplane import manager, metrics, options
+from clusterhealth_controlplane.clusterstatus import decision
+from clusterhealth_core import members, reconcile, retry, status
+from clusterhealth_core.kube import client as kube
+from clusterhealth_core.kube import errors, informer, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "clusterStatus"
+FIELD_MANAGER = "clusterhealth-cluster-status"
+MONITOR_FIELD_MANAGER = "clusterhealth-cluster-monitor"
+"""Writes Ready Unknown on Pull clusters whose agent stopped its heartbeat."""
+LEASE_NAMESPACE = "karmada-cluster"
+"""Where Karmada's agents renew one Lease per Pull cluster (Karmada's namespace)."""
+PROBE_WORKERS = 16
+"""Concurrent reconciles at least: a probe mostly waits on the network."""
+LEASE_FIELDS = informer.keep_fields("spec.renewTime")
+ONE_ATTEMPT = retry.Backoff(attempts=1)
+DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                    "application/json")
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+READY_STATUSES = (decision.TRUE, decision.FALSE, decision.UNKNOWN)
+
+
+@dataclasses.dataclass
+class _MemberCaches:
+    api: kube.ApiClient
+    factory: informer.InformerFactory
+    nodes: informer.Informer
+    pods: informer.Informer
+
+
+class ClusterStatusController:
+    """Probes every member and writes its Ready condition and summaries."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.health: options.ClusterHealth = context.options.health
+        self.metrics: metrics.FailoverMetrics = context.metrics
+        self.pool: members.MemberClients = context.members
+        self.clusters = term.informers.informer(resources.CLUSTERS)
+        self.leases = term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
+                                              transform=LEASE_FIELDS)
+        self.memory: dict[str, decision.Memory] = {}
+        self.caches: dict[str, _MemberCaches] = {}
+        self.writer: status.StatusWriter | None = None
+        self.monitor_writer: status.StatusWriter | None = None
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
+            clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=max(context.workers, PROBE_WORKERS)))
+        self.clusters.add_handler(self._on_cluster)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the Cluster and Lease caches have loaded."""
+        return self.clusters.synced and self.leases.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        try:
+            for cache in (self.clusters, self.leases):
+                await cache.wait_synced()
+            own = frozenset({*decision.OWN_FIELDS, "conditions"})
+            self.writer = await self.term.status_writer(
+                resources.CLUSTERS, FIELD_MANAGER, own, frozenset(decision.OWN_CONDITIONS))
+            self.monitor_writer = await self.term.status_writer(
+                resources.CLUSTERS, MONITOR_FIELD_MANAGER, frozenset({"conditions"}),
+                frozenset({decision.READY}))
+            await self.controller.run()
+        finally:
+            for name in list(self.caches):
+                await self._stop_caches(name)
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec"):
+            return  # a status write (ours or another's): the periodic probe is enough
+        self.controller.enqueue(str(obj["metadata"]["name"]))
+
+    # --- reconcile ----------------------------------------------------------
+
+    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
+        """Probe one member and write what changed."""
+        cluster = self.clusters.store.get(name)
+        if cluster is None:
+            await self._forget(name)
+            return None
+        now = self.term.clock.monotonic()
+        memory = self.memory.get(name) or decision.Memory(first_seen=now)
+        current_status = cluster.get("status") or {}
+        current_ready = decision.find(current_status.get("conditions") or [], decision.READY)
+        if (cluster.get("spec") or {}).get("syncMode") == "Pull":
+            return await self._monitor_pull(cluster, memory, current_ready, now)
+        api: kube.ApiClient | None = None
+        outcome: decision.Outcome | None = None
+        try:
+            api = await self.pool.get(cluster)
+        except (errors.KubeError, OSError) as exc:
+            detail = str(exc)
+        else:
+            outcome, detail = await self._probe(name, api)
+        seen = decision.of_condition(current_ready)
+        if outcome is None:
+            self.memory[name] = memory
+            ready = decision.unknown(memory, seen, now, self.health, detail)
+            if ready is None:
+                log.info("cluster %s: no probe result (%s); Ready kept until the grace period "
+                         "ends", name, detail)
+                return reconcile.Result(requeue_after=self.health.update_frequency)
+        else:
+            observation = decision.observed(outcome, detail)
+            memory, ready = decision.adjust(memory, observation, seen, now, self.health)
+            self.memory[name] = memory
+            if ready != observation and seen is not None:
+                log.info("cluster %s: probe says %s (%s); Ready stays %s until the threshold",
+                         name, outcome, detail or "-", seen.status)
+        refreshed: dict[str, Any] = {}
+        if api is not None and outcome is decision.Outcome.OK and ready.status == decision.TRUE:
+            refreshed = await self._collect(cluster, api)
+        wall = self.term.clock.now()
+        wanted = decision.desired_status(
+            current_status, decision.condition(decision.READY, ready, current_ready, wall),
+            refreshed)
+        if decision.differs(current_status, wanted):
+            await self._write(cluster, wanted)
+        self._after(cluster, seen, ready)
+        return reconcile.Result(requeue_after=self.health.update_frequency)
+
+    async def _probe(self, name: str, api: kube.ApiClient) -> tuple[decision.Outcome, str]:
+        started = self.term.clock.monotonic()
+        try:
+            async with asyncio.timeout(self.health.probe_timeout):
+                outcome, detail = await self._health_endpoint(api)
+        except TimeoutError:
+            outcome = decision.Outcome.UNREACHABLE
+            detail = f"no answer within {self.health.probe_timeout:g}s"
+        self.metrics.cluster_probe_duration.labels(name).observe(
+            self.term.clock.monotonic() - started)
+        self.metrics.cluster_probes.labels(name, str(outcome)).inc()
+        return outcome, detail
+
+    async def _health_endpoint(self, api: kube.ApiClient) -> tuple[decision.Outcome, str]:
+        for path in ("/readyz", "/healthz"):
+            try:
+                await api.request("GET", path, backoff=ONE_ATTEMPT,
+                                  timeout=self.health.probe_timeout)
+            except errors.NotFound:
+                if path == "/readyz":
+                    continue  # an API server without /readyz: Karmada falls back too
+                return decision.Outcome.NOT_OK, f"{path} answered 404"
+            except errors.ApiError as exc:
+                return decision.Outcome.NOT_OK, f"{path} answered {exc.status}"
+            except (errors.KubeError, OSError) as exc:
+                return decision.Outcome.UNREACHABLE, str(exc)
+            return decision.Outcome.OK, ""
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- what a Ready member offers -----------------------------------------
+
+    async def _collect(self, cluster: Mapping[str, Any], api: kube.ApiClient) -> dict[str, Any]:
+        """The fields refreshed while Ready; a part that fails keeps its last value."""
+        name = str(cluster["metadata"]["name"])
+        found: dict[str, Any] = {}
+        try:
+            async with asyncio.timeout(self.health.probe_timeout):
+                version = await api.request("GET", "/version", backoff=ONE_ATTEMPT)
+            if isinstance(version, Mapping) and version.get("gitVersion"):
+                found["kubernetesVersion"] = str(version["gitVersion"])
+        except (errors.KubeError, OSError, TimeoutError) as exc:
+            log.warning("cluster %s: /version failed: %s", name, exc)
+        enablements, partial = await self._api_enablements(name, api)
+        if enablements:  # nothing read: the last list stays (the condition says Empty)
+            found["apiEnablements"] = enablements
+        found["conditions"] = [decision.condition(
+            decision.COMPLETE_API_ENABLEMENTS, decision.api_condition(enablements, partial),
+            decision.find((cluster.get("status") or {}).get("conditions") or [],
+                          decision.COMPLETE_API_ENABLEMENTS), self.term.clock.now())]
+        caches = await self._caches(name, api)
+        if caches is not None:
+            nodes = list(caches.nodes.store.values())
+            pods = list(caches.pods.store.values())
+            found["nodeSummary"] = decision.node_summary(nodes)
+            found["resourceSummary"] = decision.resource_summary(nodes, pods)
+        return found
+
+    async def _api_enablements(self, name: str, api: kube.ApiClient
+                               ) -> tuple[list[dict[str, Any]], bool]:
+        """The member's served APIs, and whether some could not be read."""
+        try:
+            async with asyncio.timeout(self.health.probe_timeout):
+                documents = [await api.request("GET", path, backoff=ONE_ATTEMPT,
+                                               headers={"Accept": DISCOVERY_ACCEPT})
+                             for path in ("/api", "/apis")]
+        except (errors.KubeError, OSError, TimeoutError) as exc:
+            log.warning("cluster %s: discovery failed: %s", name, exc)
+            return [], True
+        if all(decision.is_aggregated(d) for d in documents):
+            return decision.aggregated_enablements(documents)
+        listed: list[dict[str, Any]] = []
+        partial = False
+        for group_version in decision.legacy_group_versions(documents[0] or {},
+                                                            documents[1] or {}):
+            path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+            try:
+                async with asyncio.timeout(self.health.probe_timeout):
+                    listed.append(decision.legacy_enablement(
+                        await api.request("GET", path, backoff=ONE_ATTEMPT) or {}))
+            except (errors.KubeError, OSError, TimeoutError) as exc:
+                log.warning("cluster %s: discovery of %s failed: %s", name, group_version, exc)
+                partial = True
+        return sorted(listed, key=lambda e: str(e["groupVersion"])), partial
+
+    async def _caches(self, name: str, api: kube.ApiClient) -> _MemberCaches | None:
+        """The member's Node and Pod caches (made on first use, remade on a new client)."""
+        caches = self.caches.get(name)
+        if caches is not None and caches.api is not api:
+            log.info("member %s: new client, restarting the Node and Pod watches", name)
+            await self._stop_caches(name)
+            caches = None
+        if caches is None:
+            factory = informer.InformerFactory(api, clock=self.term.clock)
+            nodes = factory.informer(resources.NODES, transform=decision.node_fields)
+            pods = factory.informer(resources.PODS, field_selector=LIVE_PODS,
+                                    transform=decision.pod_fields)
+            factory.start()
+            caches = self.caches[name] = _MemberCaches(api, factory, nodes, pods)
+        if not (caches.nodes.synced and caches.pods.synced):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.health.probe_timeout):
+                    await caches.factory.wait_synced()
+        if not (caches.nodes.synced and caches.pods.synced):
+            log.warning("member %s: Node and Pod caches not loaded yet; summaries next time",
+                        name)
+            return None
+        return caches
+
+    async def _stop_caches(self, name: str) -> None:
+        caches = self.caches.pop(name, None)
+        if caches is not None:
+            await caches.factory.stop()
+
+    # --- writes, events, metrics --------------------------------------------
+
+    async def _write(self, cluster: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
+        assert self.writer is not None
+        with contextlib.suppress(errors.NotFound):  # deleted meanwhile
+            await self.writer.write(str(cluster["metadata"]["name"]), wanted)
+
+    def _after(self, cluster: Mapping[str, Any], before: decision.Observation | None,
+               ready: decision.Observation) -> None:
+        name = str(cluster["metadata"]["name"])
+        for value in READY_STATUSES:
+            self.metrics.cluster_ready.labels(name, value).set(1 if value == ready.status else 0)
+        if before is not None and before.status == ready.status:
+            return
+        was = before.status if before is not None else "none"
+        log.info("cluster %s: Ready %s -> %s (%s: %s)", name, was, ready.status, ready.reason,
+                 ready.message)
+        self.term.recorder.record(
+            {**cluster, "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster"},
+            "Normal" if ready.status == decision.TRUE else "Warning", ready.reason,
+            f"Ready changed from {was} to {ready.status}: {ready.message}")
+
+    async def _monitor_pull(self, cluster: Mapping[str, Any], memory: decision.Memory,
+                            current_ready: Mapping[str, Any] | None, now: float
+                            ) -> reconcile.Result:
+        name = str(cluster["metadata"]["name"])
+        lease = self.leases.store.get(f"{LEASE_NAMESPACE}/{name}") or {}
+        renewed = (lease.get("spec") or {}).get("renewTime")
+        seen = decision.of_condition(current_ready)
+        memory = decision.heartbeat(memory, str(renewed) if renewed else None, seen, now)
+        self.memory[name] = memory
+        ready = decision.pull_unknown(memory, seen, now, self.health)
+        if ready is not None and self.monitor_writer is not None:
+            written = decision.condition(decision.READY, ready, current_ready,
+                                         self.term.clock.now())
+            with contextlib.suppress(errors.NotFound):
+                await self.monitor_writer.write(name, {"conditions": [written]})
+            self._after(cluster, seen, ready)
+        elif seen is not None:
+            self._after(cluster, seen, seen)
+        return reconcile.Result(requeue_after=decision.pull_recheck(memory, now, self.health))
+
+    async def _forget(self, name: str) -> None:
+        self.memory.pop(name, None)
+        await self._stop_caches(name)
+        for value in READY_STATUSES:
+            with contextlib.suppress(KeyError):
+                self.metrics.cluster_ready.remove(name, value)
+        with contextlib.suppress(KeyError):
+            self.metrics.cluster_probe_duration.remove(name)
+        for outcome in decision.Outcome:
+            with contextlib.suppress(KeyError):
+                self.metrics.cluster_probes.remove(name, str(outcome))

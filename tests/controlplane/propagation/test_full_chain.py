@@ -8,8 +8,10 @@ controllers, scheduler and kwok run the Pods; the template's status shows 3
 available.  Then the weights change (rebalanced), the policy switches to
 Duplicated (3 on each) and the template is deleted (gone from the members).
 
-No cluster-status controller runs yet (the failover issue builds it), so the
-test reports the members' served APIs on their Clusters as it would.
+The cluster-status controller runs with them and reports the members' served
+APIs and resources on their Clusters.  A second test divides replicas by the
+members' available replicas (dynamic weights), which come from the
+``resourceSummary`` that controller computes from the members' Nodes and Pods.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import pathlib
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cpkit
@@ -28,7 +30,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
 
-APIS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}]
+CONTROLLERS = (*propkit.PROPAGATION, "clusterStatus")
 
 
 @pytest.fixture
@@ -61,6 +63,20 @@ DUPLICATED = {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
               "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}
 
 
+async def reported(cp: kube.ApiClient, members: list[str],
+                   check: Callable[[dict[str, Any]], bool] = lambda status: True) -> None:
+    """Wait until the cluster-status controller reported every member Ready with its APIs."""
+    async def done() -> bool:
+        for member in members:
+            status = (await cp.get(resources.CLUSTERS, member)).get("status") or {}
+            ready = [c for c in status.get("conditions") or [] if c["type"] == "Ready"]
+            if not (ready and ready[0]["status"] == "True" and status.get("apiEnablements")
+                    and status.get("resourceSummary") and check(status)):
+                return False
+        return True
+    await propkit.eventually(done, what="members reported Ready with APIs and resources")
+
+
 async def member_replicas(env: environment.LocalEnvironment, namespace: str,
                           name: str) -> dict[str, int | None]:
     """Available replicas per member (None: no Deployment there, or not settled)."""
@@ -91,11 +107,8 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
         scheduler: subprocess.Popen[bytes]) -> None:
     env = workload_env
     name = f"nginx-{uuid.uuid4().hex[:6]}"
-    async with env.client() as cp, propkit.running(cp):
-        for member in env.members:  # as the cluster-status controller will report
-            await cp.apply(resources.CLUSTERS, {"metadata": {"name": member},
-                                                "status": {"apiEnablements": APIS}},
-                           field_manager="test-cluster-status", subresource="status")
+    async with env.client() as cp, propkit.running(cp, CONTROLLERS):
+        await reported(cp, env.members)
         namespace = f"demo-{uuid.uuid4().hex[:6]}"
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         await cp.create(resources.DEPLOYMENTS, deployment(name, namespace), namespace=namespace)
@@ -132,3 +145,78 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
 async def set_placement(cp: kube.ApiClient, namespace: str, placement: dict[str, Any]) -> None:
     await cp.patch(resources.PROPAGATION_POLICIES, "nginx-propagation",
                    {"spec": {"placement": placement}}, namespace=namespace)
+
+
+FILLER = "capacity-filler"
+
+
+def filler(namespace: str) -> dict[str, Any]:
+    """Four Pods of 2 CPUs each, run in member1 directly (not propagated)."""
+    labels = {"app": FILLER}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": FILLER, "namespace": namespace},
+            "spec": {"replicas": 4, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                         {"name": "busy", "image": "busy:1",
+                          "resources": {"requests": {"cpu": "2"}}}]}}}}
+
+
+async def test_dynamic_weights_divide_by_available_replicas_from_the_resource_summary(
+        workload_env: environment.LocalEnvironment,
+        scheduler: subprocess.Popen[bytes]) -> None:
+    """Members of 16 CPUs each (2 kwok Nodes of 8); member1 already runs 8 CPUs of Pods.
+
+    A 2-CPU replica fits 4 more times on member1 and 8 times on member2, as the
+    cluster-status controller's ``resourceSummary`` tells the scheduler: 6
+    replicas weighted by available replicas -> 2 and 4 (equal weights would be 3/3).
+    (2 CPUs divide a Node's 8: Karmada's estimate sums a member's Nodes, so a size
+    that leaves fragments would be placed where the member's scheduler cannot fit it.)
+    """
+    env = workload_env
+    name = f"big-{uuid.uuid4().hex[:6]}"
+    namespace = f"dyn-{uuid.uuid4().hex[:6]}"
+    async with env.client() as cp, env.client("member1") as m1, \
+            propkit.running(cp, CONTROLLERS):
+        await m1.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        await m1.create(resources.DEPLOYMENTS, filler(namespace), namespace=namespace)
+        try:
+            def member1_busy(status: dict[str, Any]) -> bool:
+                allocated = status["resourceSummary"].get("allocated") or {}
+                return bool(status.get("nodeSummary", {}).get("readyNum") == 2
+                            and str(allocated.get("cpu", "0")).rstrip("m").isdigit()
+                            and _cpu(allocated.get("cpu", "0")) >= 8000)
+            await reported(cp, ["member1"], member1_busy)
+            await reported(cp, ["member2"])
+            for member in env.members:
+                status = (await cp.get(resources.CLUSTERS, member))["status"]
+                assert status["nodeSummary"] == {"totalNum": 2, "readyNum": 2}
+                assert status["resourceSummary"]["allocatable"] == {
+                    "cpu": "16", "memory": "64Gi", "pods": "220"}
+            await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+            template = deployment(name, namespace)
+            template["spec"]["replicas"] = 6
+            template["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+                "requests": {"cpu": "2"}}
+            await cp.create(resources.PROPAGATION_POLICIES, {
+                "apiVersion": resources.PROPAGATION_POLICIES.api_version,
+                "kind": "PropagationPolicy",
+                "metadata": {"name": "dynamic", "namespace": namespace},
+                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                "name": name}],
+                         "placement": {
+                             "clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                             "replicaScheduling": {
+                                 "replicaSchedulingType": "Divided",
+                                 "replicaDivisionPreference": "Weighted",
+                                 "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}}},
+                namespace=namespace)
+            await cp.create(resources.DEPLOYMENTS, template, namespace=namespace)
+            await wait_members(env, namespace, name, {"member1": 2, "member2": 4})
+            await cp.delete(resources.DEPLOYMENTS, name, namespace=namespace)
+            await wait_members(env, namespace, name, {"member1": None, "member2": None})
+        finally:
+            await m1.delete(resources.DEPLOYMENTS, FILLER, namespace=namespace, missing_ok=True)
+
+
+def _cpu(text: str) -> int:
+    return int(text[:-1]) if text.endswith("m") else int(text) * 1000

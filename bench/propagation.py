@@ -119,17 +119,14 @@ async def measure(count: int, timeout: float, tmp: pathlib.Path) -> list[float]:
     async with environment.LocalEnvironment(config) as env:
         async with env.client() as cp:
             await cp.create(resources.NAMESPACES, {"metadata": {"name": NAMESPACE}})
-            for member in SHARES:  # as the cluster-status controller (next issue) will report
-                await cp.apply(resources.CLUSTERS, {"metadata": {"name": member}, "status": {
-                    "apiEnablements": [{"groupVersion": "apps/v1", "resources": [
-                        {"name": "deployments", "kind": "Deployment"}]}]}},
-                    field_manager="bench-cluster-status", subresource="status")
         procs = [start(argv, tmp / f"process-{i}.log") for i, argv in enumerate(processes(env))]
         samples: list[float] = []
         try:
             async with env.client() as cp, env.client("member1") as m1, \
                     env.client("member2") as m2:
                 members = {"member1": m1, "member2": m2}
+                # the controller manager's cluster-status controller reports the members'
+                # APIs and resources; the warm-up waits for it
                 takeover.progress("warm-up Deployment (not recorded)")
                 await one(cp, members, "warm-up", 120)
                 for index in range(count):

@@ -47,6 +47,7 @@ import dataclasses
 import datetime
 import enum
 import fractions
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -289,30 +290,38 @@ def legacy_group_versions(core: Mapping[str, Any], groups: Mapping[str, Any]) ->
 
 # --- quantities, nodes and pods -----------------------------------------------------------
 
-def _quantities(raw: Mapping[str, Any] | None) -> dict[str, fractions.Fraction]:
-    parsed: dict[str, fractions.Fraction] = {}
+def _units(name: str, amount: fractions.Fraction) -> int:
+    """Karmada's integer units: milli-CPU, and whole units of everything else (rounded up)."""
+    return math.ceil(amount * 1000) if name == CPU else math.ceil(amount)
+
+
+def _quantities(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    parsed: dict[str, int] = {}
     for name, value in (raw or {}).items():
         try:
-            parsed[str(name)] = quantities.parse(value)
+            parsed[str(name)] = _units(str(name), quantities.parse(value))
         except ValueError:
             continue  # the API server validates quantities; skip what we cannot read
     return parsed
 
 
-def _add(total: dict[str, fractions.Fraction], more: Mapping[str, fractions.Fraction]) -> None:
+def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
     for name, amount in more.items():
-        total[name] = total.get(name, fractions.Fraction(0)) + amount
+        total[name] = total.get(name, 0) + amount
 
 
-def pod_request(spec: Mapping[str, Any]) -> dict[str, fractions.Fraction]:
-    """A Pod's effective request: containers summed, max'd with each init container, + overhead."""
-    total: dict[str, fractions.Fraction] = {}
+def pod_request(spec: Mapping[str, Any]) -> dict[str, int]:
+    """A Pod's effective request: containers summed, max'd with each init container, + overhead.
+
+    In :func:`_units` (milli-CPU), so summing thousands of Pods is integer additions.
+    """
+    total: dict[str, int] = {}
     for container in spec.get("containers") or []:
         _add(total, _quantities((container.get("resources") or {}).get("requests")))
     for container in spec.get("initContainers") or []:
         for name, amount in _quantities(
                 (container.get("resources") or {}).get("requests")).items():
-            total[name] = max(total.get(name, fractions.Fraction(0)), amount)
+            total[name] = max(total.get(name, 0), amount)
     _add(total, _quantities(spec.get("overhead")))
     return total
 
@@ -344,18 +353,18 @@ def node_summary(nodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {"totalNum": len(listed), "readyNum": sum(1 for n in listed if n.get("ready"))}
 
 
-def _written(total: Mapping[str, fractions.Fraction]) -> dict[str, str]:
-    return {name: quantities.format_for(name, total[name]) for name in sorted(total)}
+def _written(total: Mapping[str, int]) -> dict[str, str]:
+    return {name: quantities.format_for(name, fractions.Fraction(
+        total[name], 1000 if name == CPU else 1)) for name in sorted(total)}
 
 
 def resource_summary(nodes: Iterable[Mapping[str, Any]],
                      pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """``resourceSummary`` from :func:`node_fields` Nodes and :func:`pod_fields` Pods."""
-    allocatable: dict[str, fractions.Fraction] = {}
+    allocatable: dict[str, int] = {}
     for node in nodes:
         _add(allocatable, node.get("allocatable") or {})
-    zero = fractions.Fraction(0)
-    allocated = {CPU: zero, MEMORY: zero, PODS: zero}
+    allocated = {CPU: 0, MEMORY: 0, PODS: 0}
     allocating = dict(allocated)
     for pod in pods:
         if pod.get("phase") in ("Succeeded", "Failed"):

@@ -226,8 +226,7 @@ def test_transforms_keep_only_what_the_summaries_need() -> None:
                init=[{"cpu": "2"}], overhead={"memory": "64Mi"})
     assert set(kept) == {"metadata", "nodeName", "phase", "request"}
     assert "annotations" not in kept["metadata"]
-    assert kept["request"] == {"cpu": fractions.Fraction(2),
-                               "memory": fractions.Fraction(128 * 2**20)}
+    assert kept["request"] == {"cpu": 2000, "memory": 128 * 2**20}  # milli-CPU, bytes
     assert set(node("n1")) == {"metadata", "allocatable", "ready"}
     assert not node("n2", ready=False)["ready"]
 

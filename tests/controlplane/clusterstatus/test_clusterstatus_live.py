@@ -73,6 +73,18 @@ def sample(registry: prometheus_client.CollectorRegistry, name: str,
     return 0.0 if value is None else value
 
 
+async def more_probes(registry: prometheus_client.CollectorRegistry, result: str,
+                      count: int) -> None:
+    """Wait until ``count`` more probes of the member had ``result`` (from the metric)."""
+    labels = {"cluster": MEMBER, "result": result}
+    name = "clusterhealth_cluster_health_probes_total"
+    before = sample(registry, name, labels)
+
+    async def done() -> bool:
+        return sample(registry, name, labels) >= before + count
+    await waiting.eventually(done, timeout=30, interval=0.1)
+
+
 def parse_time(text: str) -> float:
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=datetime.UTC).timestamp()
@@ -127,13 +139,7 @@ async def test_ready_member_gets_its_fields_and_other_writers_keep_theirs(
         # nothing changes, nothing is written: over several probes the object keeps its
         # resourceVersion (and so Ready its lastTransitionTime)
         version = obj["metadata"]["resourceVersion"]
-        probes = {"cluster": MEMBER, "result": "ok"}
-        before = sample(running.registry, "clusterhealth_cluster_health_probes_total", probes)
-
-        async def probed_more() -> bool:
-            return sample(running.registry, "clusterhealth_cluster_health_probes_total",
-                          probes) >= before + 4
-        await waiting.eventually(probed_more, timeout=30, interval=0.2)
+        await more_probes(running.registry, "ok", 4)
         again = await cs_cp.get(resources.CLUSTERS, MEMBER)
         assert again["metadata"]["resourceVersion"] == version
 
@@ -188,22 +194,12 @@ async def test_a_flap_shorter_than_the_threshold_changes_nothing(
     async with cpkit.running_manager(cs_cp, NAMES, failover=failover(patient)) as running:
         obj = await wait_ready(cs_cp, MEMBER, "True")
         before = ready_of(obj)
-        unreachable = {"cluster": MEMBER, "result": "unreachable"}
         await cs_env.stop_server(MEMBER)
         try:
-            async def failed_probe() -> bool:
-                return sample(running.registry, "clusterhealth_cluster_health_probes_total",
-                              unreachable) >= 2
-            await waiting.eventually(failed_probe, timeout=30, interval=0.1)
+            await more_probes(running.registry, "unreachable", 2)
         finally:
             await cs_env.start_server(MEMBER)
-        ok = {"cluster": MEMBER, "result": "ok"}
-        oks = sample(running.registry, "clusterhealth_cluster_health_probes_total", ok)
-
-        async def answered_again() -> bool:
-            return sample(running.registry, "clusterhealth_cluster_health_probes_total",
-                          ok) >= oks + 3
-        await waiting.eventually(answered_again, timeout=30, interval=0.1)
+        await more_probes(running.registry, "ok", 3)
         after = ready_of(await cs_cp.get(resources.CLUSTERS, MEMBER))
         assert after == before  # same status, reason and lastTransitionTime
 

@@ -152,13 +152,14 @@ FILLER = "capacity-filler"
 
 def filler(namespace: str) -> dict[str, Any]:
     """Four Pods of 2 CPUs each, run in member1 directly (not propagated)."""
-    labels = {"app": FILLER}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": FILLER, "namespace": namespace},
-            "spec": {"replicas": 4, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                         {"name": "busy", "image": "busy:1",
-                          "resources": {"requests": {"cpu": "2"}}}]}}}}
+    return sized(deployment(FILLER, namespace), replicas=4, cpu="2")
+
+
+def sized(obj: dict[str, Any], replicas: int, cpu: str) -> dict[str, Any]:
+    """The Deployment with ``replicas`` Pods requesting ``cpu`` each."""
+    obj["spec"]["replicas"] = replicas
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return obj
 
 
 async def test_dynamic_weights_divide_by_available_replicas_from_the_resource_summary(
@@ -193,10 +194,7 @@ async def test_dynamic_weights_divide_by_available_replicas_from_the_resource_su
                 assert status["resourceSummary"]["allocatable"] == {
                     "cpu": "16", "memory": "64Gi", "pods": "220"}
             await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-            template = deployment(name, namespace)
-            template["spec"]["replicas"] = 6
-            template["spec"]["template"]["spec"]["containers"][0]["resources"] = {
-                "requests": {"cpu": "2"}}
+            template = sized(deployment(name, namespace), replicas=6, cpu="2")
             await cp.create(resources.PROPAGATION_POLICIES, {
                 "apiVersion": resources.PROPAGATION_POLICIES.api_version,
                 "kind": "PropagationPolicy",

@@ -250,7 +250,8 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
-    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus")
+    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
+                                  "clusterStatus")
     assert loaded.election.lease_name == MANAGER
     assert loaded.election.lease_namespace == NAMESPACE
     assert loaded.healthz_port == 10357
@@ -416,7 +417,8 @@ def test_schema_accepts_controller_selections(render: Render, controllers: str) 
 
 
 @pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
-                                         "-workStatus,-bindingStatus", "detector,-detector"])
+                                         "-workStatus,-bindingStatus,-clusterStatus",
+                                         "detector,-detector"])
 def test_a_selection_of_no_controller_is_refused(render_error: Callable[..., str],
                                                  controllers: str) -> None:
     error = render_error({"controllerManager": {"controllers": controllers}})
@@ -512,6 +514,8 @@ def _expected_manager(templates: bool = True) -> set[Grant]:
         | _grants("", "work.karmada.io", "works", "get list watch create patch update delete")
         | _grants("", "work.karmada.io", "works/status", "patch")
         | _grants("", "cluster.karmada.io", "clusters", "get list watch")
+        | _grants("", "cluster.karmada.io", "clusters/status", "patch update")
+        | _grants("karmada-cluster", "coordination.k8s.io", "leases", "get list watch")
         | _grants("", "", "namespaces", "create")
         | _grants("", "", "events", "create patch")
         | _grants("karmada-cluster", "", "secrets", "get list watch")

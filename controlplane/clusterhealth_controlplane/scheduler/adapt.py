@@ -17,10 +17,10 @@ estimator computes them (``pkg/estimator/client/general.go``): the free pod coun
 (``allocatable - allocated - allocating`` of ``pods``), lowered by each resource of the
 binding's ``replicaRequirements.resourceRequest`` (free / requested, CPU in milli-units);
 a resource the summary does not list gives 0, and a Cluster without a summary gives 0.
-Until the cluster-status controller fills ``resourceSummary`` (the next issue), every
-Cluster without one can take 0 replicas: dynamic weights and Aggregated division then
-find no room, as Karmada's estimator finds none; static weights and Duplicated do not
-depend on it. Members' Nodes are not read here.
+The controller manager's ``clusterStatus`` controller fills ``resourceSummary`` while a
+member is Ready; until it has, a Cluster can take 0 replicas (dynamic weights and
+Aggregated division find no room there, as Karmada's estimator finds none); static
+weights and Duplicated do not depend on it. Members' Nodes are not read here.
 
 **The applied placement** is the placement last scheduled, kept in the binding's
 annotation ``policy.karmada.io/applied-placement`` (Karmada's key, so either scheduler

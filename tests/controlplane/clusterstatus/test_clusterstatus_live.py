@@ -204,8 +204,24 @@ async def test_a_flap_shorter_than_the_threshold_changes_nothing(
         assert after == before  # same status, reason and lastTransitionTime
 
 
+LEGACY_DISCOVERY: dict[str, Any] = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"]},
+    "/apis": {"kind": "APIGroupList", "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]}]},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "pods", "kind": "Pod"}, {"name": "pods/status", "kind": "Pod"}]},
+    "/apis/apps/v1": {"kind": "APIResourceList", "groupVersion": "apps/v1", "resources": [
+        {"name": "deployments", "kind": "Deployment"}]},
+}
+"""Discovery as a server without aggregated discovery answers it (one document a group)."""
+
+
 class FakeMember:
-    """A loopback HTTP server answering health endpoints as told (an API server will not)."""
+    """A loopback HTTP server answering health endpoints as told (an API server will not).
+
+    It serves legacy discovery only, so the controller's fallback from
+    aggregated discovery is exercised too.
+    """
 
     def __init__(self) -> None:
         self.readyz = 404
@@ -222,6 +238,8 @@ class FakeMember:
             return web.Response(status=self.healthz, text="ok" if self.healthz == 200 else "no")
         if request.path == "/version":
             return web.json_response({"gitVersion": "v1.99.0-fake"})
+        if request.path in LEGACY_DISCOVERY:
+            return web.json_response(LEGACY_DISCOVERY[request.path])
         return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"},
                                  status=404)
 
@@ -260,7 +278,11 @@ async def fake_cluster(cp: kube.ApiClient, name: str, endpoint: str,
 
 async def test_not_ok_answers_are_not_ready_and_readyz_404_falls_back_to_healthz(
         cs_cp: kube.ApiClient) -> None:
-    """ClusterNotReady needs an API server that answers but not ok: a fake one does."""
+    """ClusterNotReady needs an API server that answers but not ok: a fake one does.
+
+    (A real kube-apiserver cannot be made to answer /readyz 404 or /healthz 500
+    on demand.)  Once ok, its served APIs come from legacy discovery.
+    """
     member = FakeMember()
     await member.start()
     name = cpkit.unique("fake")
@@ -275,8 +297,12 @@ async def test_not_ok_answers_are_not_ready_and_readyz_404_falls_back_to_healthz
             member.healthz = 200
             obj = await wait_ready(cs_cp, name, "True", "ClusterReady")
             assert obj["status"]["kubernetesVersion"] == "v1.99.0-fake"
+            assert obj["status"]["apiEnablements"] == [
+                {"groupVersion": "apps/v1", "resources": [{"name": "deployments",
+                                                           "kind": "Deployment"}]},
+                {"groupVersion": "v1", "resources": [{"name": "pods", "kind": "Pod"}]}]
             complete = decision.find(obj["status"]["conditions"], "CompleteAPIEnablements")
-            assert complete is not None and complete["reason"] == "Empty"
+            assert complete is not None and complete["reason"] == "Complete"
             member.readyz = 500  # /readyz served again, and not ok: no fallback this time
             obj = await wait_ready(cs_cp, name, "False", "ClusterNotReady")
             ready = ready_of(obj)

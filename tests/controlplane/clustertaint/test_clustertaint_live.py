@@ -34,6 +34,18 @@ FAST = options.Options(taints=options.Taints(failover_eviction_timeout=1.0))
 USER_TAINT = {"key": "maintenance", "value": "planned", "effect": "NoSchedule"}
 
 
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[environment.LocalEnvironment]:
+    """A control plane of its own, without members.
+
+    The controller taints every Cluster it sees (one without a Ready condition
+    gets not-ready, as in Karmada), so it must not run where other tests'
+    Clusters live.
+    """
+    async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as local:
+        yield local
+
+
 @contextlib.asynccontextmanager
 async def a_cluster(api: kube.ApiClient, taints: list[dict[str, Any]] | None = None,
                     ) -> AsyncIterator[str]:

@@ -14,6 +14,7 @@ from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
 from clusterhealth_controlplane.status import binding as binding_status
 from clusterhealth_controlplane.status import work as work_status
+from clusterhealth_controlplane.taintmanager import controller as taint_manager
 from clusterhealth_core.kube import resources
 
 TABLE: tuple[manager.Entry, ...] = (
@@ -27,6 +28,9 @@ TABLE: tuple[manager.Entry, ...] = (
                   work_status.WorkStatusController),
     manager.Entry("bindingStatus", "Works' status -> binding aggregatedStatus and the template",
                   binding_status.BindingStatusController),
+    manager.Entry("taintManager", "bindings off NoExecute-tainted clusters (graceful-eviction "
+                  "tasks), rate-limited, held back by the storm guard",
+                  taint_manager.TaintManager),
 )
 NAMES: list[str] = [entry.name for entry in TABLE]
 NEEDS: dict[str, tuple[resources.Resource, ...]] = {
@@ -38,6 +42,8 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
     "workStatus": (resources.WORKS, resources.CLUSTERS),
     "bindingStatus": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
                       resources.WORKS),
+    "taintManager": (resources.CLUSTERS, resources.RESOURCE_BINDINGS,
+                     resources.CLUSTER_RESOURCE_BINDINGS),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""
 

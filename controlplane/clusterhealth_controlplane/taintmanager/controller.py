@@ -263,6 +263,9 @@ class TaintManager:
         if key not in self.due:
             return
         await self.pacer.acquire()
+        since = self.due.get(key)
+        if since is None:
+            return  # no longer due while waiting
         resource, binding = self._binding(key)
         for attempt in range(CONFLICT_ATTEMPTS):
             if binding is None:
@@ -275,7 +278,7 @@ class TaintManager:
                     self.controller.enqueue(key)
                 return
             try:
-                await self._evict(resource, binding, found)
+                await self._evict(resource, binding, found, since)
                 return
             except errors.Conflict:
                 if attempt == CONFLICT_ATTEMPTS - 1:
@@ -301,7 +304,7 @@ class TaintManager:
             return None
 
     async def _evict(self, resource: resources.Resource, binding: Mapping[str, Any],
-                     found: decision.Plan) -> None:
+                     found: decision.Plan, since: float) -> None:
         mode = decision.purge_mode(binding, self.options.purge_mode)
         spec = decision.evicted_spec(binding.get("spec") or {}, found.due, mode,
                                      self.clock.now().replace(microsecond=0))
@@ -312,10 +315,8 @@ class TaintManager:
                                           str(meta_["name"])).key
         self.metrics.evictions.labels(RESULT_SUCCESS, decision.EVICTION_REASON).inc(
             len(found.due))
-        since = self.due.pop(key, None)
-        if since is not None:
-            self.metrics.eviction_latency.observe(self.clock.monotonic() - since)
-        self.metrics.eviction_queue_depth.set(len(self.due))
+        self.metrics.eviction_latency.observe(self.clock.monotonic() - since)
+        self._forget(key)
         log.info("evicted %s from %s (%s)", key, ", ".join(found.due), mode)
 
     # --- the storm guard's condition ------------------------------------------

@@ -230,7 +230,8 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
-    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus")
+    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
+                                  "taintManager")
     assert loaded.election.lease_name == MANAGER
     assert loaded.election.lease_namespace == NAMESPACE
     assert loaded.healthz_port == 10357

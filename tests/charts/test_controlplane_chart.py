@@ -395,7 +395,8 @@ def test_schema_accepts_controller_selections(render: Render, controllers: str) 
 
 
 @pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
-                                         "-workStatus,-bindingStatus", "detector,-detector"])
+                                         "-workStatus,-bindingStatus,-taintManager",
+                                         "detector,-detector"])
 def test_a_selection_of_no_controller_is_refused(render_error: Callable[..., str],
                                                  controllers: str) -> None:
     error = render_error({"controllerManager": {"controllers": controllers}})

@@ -16,6 +16,7 @@ from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
 from clusterhealth_controlplane.status import binding as binding_status
 from clusterhealth_controlplane.status import work as work_status
+from clusterhealth_controlplane.taintmanager import controller as taint_manager
 from clusterhealth_core.kube import resources
 
 TABLE: tuple[manager.Entry, ...] = (
@@ -34,6 +35,9 @@ TABLE: tuple[manager.Entry, ...] = (
     manager.Entry("clusterTaint", "Ready and ClusterTaintPolicies -> Cluster taints "
                   "(NoSchedule, then NoExecute after --failover-eviction-timeout)",
                   cluster_taint.ClusterTaintController),
+    manager.Entry("taintManager", "bindings off NoExecute-tainted clusters (graceful-eviction "
+                  "tasks), rate-limited, held back by the storm guard",
+                  taint_manager.TaintManager),
 )
 NAMES: list[str] = [entry.name for entry in TABLE]
 NEEDS: dict[str, tuple[resources.Resource, ...]] = {
@@ -47,6 +51,8 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
                       resources.WORKS),
     "clusterStatus": (resources.CLUSTERS,),
     "clusterTaint": (resources.CLUSTERS, resources.CLUSTER_TAINT_POLICIES),
+    "taintManager": (resources.CLUSTERS, resources.RESOURCE_BINDINGS,
+                     resources.CLUSTER_RESOURCE_BINDINGS),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""
 

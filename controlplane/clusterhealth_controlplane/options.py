@@ -52,6 +52,9 @@ class Eviction:
     """``--eviction-workers``: concurrent evictions."""
     graceful_eviction_timeout: float = 600.0
     """``--graceful-eviction-timeout``: a graceful-eviction task ends after this long at most."""
+    purge_mode: str = "Gracefully"
+    """``--no-execute-taint-eviction-purge-mode``: the eviction task's ``purgeMode`` for a
+    binding without ``spec.failover.cluster`` (``Gracefully`` or ``Directly``, Karmada's)."""
 
 
 @dataclasses.dataclass(frozen=True)

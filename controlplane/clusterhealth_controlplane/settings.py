@@ -19,6 +19,8 @@ from clusterhealth_core.kube import config, transport
 
 ENV_PREFIX = "CLUSTERHEALTH_CONTROLPLANE"
 DEFAULT_LEASE = "clusterhealth-controlplane"
+PURGE_MODES = ("Gracefully", "Directly")
+"""Karmada's ``--no-execute-taint-eviction-purge-mode`` values."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +101,10 @@ def add_failover_flags(p: settings.FlagParser) -> None:
     g.add_argument("--graceful-eviction-timeout", type=settings.duration,
                    default=d.eviction.graceful_eviction_timeout,
                    help="a graceful-eviction task ends after this long at most")
+    g.add_argument("--no-execute-taint-eviction-purge-mode", choices=PURGE_MODES,
+                   default=d.eviction.purge_mode,
+                   help="purgeMode of a taint eviction for bindings without "
+                        "spec.failover.cluster")
     g.add_argument("--failback-stabilization-window", type=settings.duration,
                    default=d.failback.window,
                    help="an evicted cluster is Ready this long before failback (opt-in per policy)")
@@ -120,7 +126,8 @@ def failover_options(args: argparse.Namespace) -> options.Options:
             rate=args.eviction_rate, secondary_rate=args.secondary_eviction_rate,
             unhealthy_cluster_threshold=args.unhealthy_cluster_threshold,
             workers=args.eviction_workers,
-            graceful_eviction_timeout=args.graceful_eviction_timeout),
+            graceful_eviction_timeout=args.graceful_eviction_timeout,
+            purge_mode=args.no_execute_taint_eviction_purge_mode),
         failback=options.Failback(window=args.failback_stabilization_window,
                                   batch=args.failback_batch),
     )

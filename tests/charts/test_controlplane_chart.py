@@ -251,7 +251,7 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
     assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
-                                  "clusterStatus")
+                                  "clusterStatus", "clusterTaint", "taintManager")
     assert loaded.election.lease_name == MANAGER
     assert loaded.election.lease_namespace == NAMESPACE
     assert loaded.healthz_port == 10357
@@ -417,7 +417,8 @@ def test_schema_accepts_controller_selections(render: Render, controllers: str) 
 
 
 @pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
-                                         "-workStatus,-bindingStatus,-clusterStatus",
+                                         "-workStatus,-bindingStatus,-clusterStatus,"
+                                         "-clusterTaint,-taintManager",
                                          "detector,-detector"])
 def test_a_selection_of_no_controller_is_refused(render_error: Callable[..., str],
                                                  controllers: str) -> None:

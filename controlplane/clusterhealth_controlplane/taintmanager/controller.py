@@ -1,0 +1,364 @@
+"""The taint manager's API side: Clusters and bindings in, evictions out, at a guarded pace.
+
+* Clusters, ResourceBindings and ClusterResourceBindings are cached by shared
+  informers; an index maps each cluster to the bindings targeting it.
+* Queue ``taintManager`` (``--workers``): a key is a binding; its reconcile
+  applies :func:`decision.plan` and either hands the binding to the eviction
+  queue (the eviction is due) or asks to run again at the next deadline
+  (``Result(requeue_after)``, never a poll).  Re-queued when a Cluster's
+  NoExecute taints change (its bindings) and when a binding's targets or
+  placement change.  The same queue writes the storm guard's condition on
+  Clusters (keys ``Cluster|<name>``).
+* Queue ``taintManager-eviction`` (``--eviction-workers``, so at most that
+  many writes at once): each eviction first waits for the :class:`Pacer`
+  (``--eviction-rate``, or ``--secondary-eviction-rate`` while the storm
+  guard holds; 0 there stops it until the guard lifts), then decides again
+  from the caches (a taint removed meanwhile cancels it) and writes the
+  binding once: an update guarded by ``resourceVersion`` (a conflict
+  re-reads the binding and decides again).
+* The storm guard is recomputed on every Cluster change (incremental counts);
+  a change sets ``clusterhealth_eviction_storm_guard`` /
+  ``clusterhealth_unhealthy_cluster_fraction``, the pacer's rate, and
+  re-queues the condition of every NoExecute-tainted Cluster (and of those
+  still showing it True).  The condition is written by server-side apply
+  under this controller's field manager (``status.conditions`` is a list-map
+  by type, so the other writers' conditions stay); a Warning Event
+  ``EvictionStormGuard`` goes with it turning True, a Normal
+  ``EvictionStormGuardLifted`` with it turning False.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import decision as binding_decision
+from clusterhealth_controlplane.taintmanager import decision
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import reconcile, status
+from clusterhealth_core.api import meta
+from clusterhealth_core.kube import errors, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "taintManager"
+EVICTION_QUEUE = f"{CONTROLLER}-eviction"
+FIELD_MANAGER = "clusterhealth-taint-manager"
+CLUSTER_KEY = "Cluster|"
+CONFLICT_ATTEMPTS = 5
+"""Update attempts of one eviction (each after re-reading the binding)."""
+RESULT_SUCCESS = "success"
+RESULT_ERROR = "error"
+
+
+class Pacer:
+    """Spaces evictions by a rate that can change at any time (no burst).
+
+    ``None``: no limit; 0: none at all until the rate changes; otherwise one
+    eviction per ``1 / rate`` seconds over every worker.
+    """
+
+    def __init__(self, clock: clocks.Clock) -> None:
+        self.clock = clock
+        self.rate: float | None = None
+        self._next = 0.0
+        self._changed = asyncio.Event()
+
+    def set_rate(self, rate: float | None) -> None:
+        """Use ``rate`` from now on; wake every waiter to look again."""
+        if rate == self.rate:
+            return
+        self.rate = rate
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def acquire(self) -> None:
+        """Wait for the next slot the current rate allows."""
+        while True:
+            rate, changed = self.rate, self._changed
+            wait: float | None = None
+            if rate is None:
+                return
+            if rate > 0:
+                now = self.clock.monotonic()
+                slot = max(self._next, now)
+                if slot <= now:
+                    self._next = now + 1.0 / rate
+                    return
+                wait = slot - now
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await changed.wait()
+
+
+class TaintManager:
+    """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.clock = term.clock
+        self.options = context.options.eviction
+        self.metrics = context.metrics
+        self.clusters = term.informers.informer(resources.CLUSTERS)
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.on_cluster: dict[str, set[str]] = {}
+        """Cluster name -> keys of the bindings targeting it."""
+        self.targets: dict[str, frozenset[str]] = {}
+        """Binding key -> its target clusters."""
+        self.readiness: dict[str, bool] = {}
+        self.unhealthy = 0
+        self.guard = decision.guard((), self.options.unhealthy_cluster_threshold)
+        self.due: dict[str, float] = {}
+        """Binding key -> when (monotonic) its eviction was found due; until written."""
+        self.pacer = Pacer(term.clock)
+        self.pacer.set_rate(decision.rate(False, self.options.rate, self.options.secondary_rate))
+        self.writer: status.StatusWriter | None = None
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers))
+        self.evictions = reconcile.Controller(
+            EVICTION_QUEUE, self.reconcile_eviction, metrics=term.metrics.controllers,
+            clock=term.clock, settings=reconcile.ControllerSettings(workers=self.options.workers))
+        self.clusters.add_handler(self._on_cluster)
+        self.bindings.add_handler(self._on_binding)
+        self.cluster_bindings.add_handler(self._on_binding)
+        self._set_guard_metrics()
+        self.metrics.eviction_queue_depth.set(0)
+        for result in (RESULT_SUCCESS, RESULT_ERROR):
+            self.metrics.evictions.labels(result, decision.EVICTION_REASON)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the Cluster and binding caches have loaded."""
+        return self.clusters.synced and self.bindings.synced and self.cluster_bindings.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        self.writer = await self.term.status_writer(
+            resources.CLUSTERS, FIELD_MANAGER, frozenset({"conditions"}),
+            frozenset({decision.CONDITION}))
+        for cache in (self.clusters, self.bindings, self.cluster_bindings):
+            await cache.wait_synced()
+        for name, obj in self.clusters.store.items():  # a condition left by an earlier term
+            if decision.no_execute_taints(obj) or _shows_guard(obj):
+                self.controller.enqueue(CLUSTER_KEY + name)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.controller.run(), name=CONTROLLER)
+            group.create_task(self.evictions.run(), name=EVICTION_QUEUE)
+
+    # --- events -------------------------------------------------------------
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        taints = decision.no_execute_taints(obj) if event != "DELETED" else ()
+        if event == "DELETED" or taints != decision.no_execute_taints(old):
+            for key in sorted(self.on_cluster.get(name, ())):
+                self.controller.enqueue(key)
+        was = self.readiness.pop(name, None)
+        if was is False:
+            self.unhealthy -= 1
+        if event != "DELETED":
+            now = decision.ready(obj)
+            self.readiness[name] = now
+            self.unhealthy += 0 if now else 1
+        before = self.guard
+        self.guard = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
+        if self.guard != before:
+            self._guard_changed(before)
+        elif event != "DELETED" and (taints != decision.no_execute_taints(old)):
+            self.controller.enqueue(CLUSTER_KEY + name)  # tainted while held, or untainted
+
+    def _guard_changed(self, before: decision.Guard) -> None:
+        self._set_guard_metrics()
+        if self.guard.held != before.held:
+            rate = decision.rate(self.guard.held, self.options.rate, self.options.secondary_rate)
+            self.pacer.set_rate(rate)
+            log.warning("storm guard %s: %s", "holds" if self.guard.held else "lifted",
+                        decision.guard_message(self.guard, self.options.secondary_rate))
+        if not self.synced:
+            return  # the initial list: run() looks at every Cluster once it is loaded
+        for name, obj in self.clusters.store.items():
+            if decision.no_execute_taints(obj) or _shows_guard(obj):
+                self.controller.enqueue(CLUSTER_KEY + name)
+
+    def _set_guard_metrics(self) -> None:
+        self.metrics.storm_guard.set(1 if self.guard.held else 0)
+        self.metrics.unhealthy_fraction.set(self.guard.fraction)
+
+    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        meta_ = obj.get("metadata") or {}
+        key = binding_decision.BindingRef(not meta_.get("namespace"),
+                                          str(meta_.get("namespace") or ""),
+                                          str(meta_["name"])).key
+        wanted = frozenset(decision.targets(obj)) if event != "DELETED" else frozenset()
+        had = self.targets.get(key, frozenset())
+        for name in had - wanted:
+            keys = self.on_cluster.get(name)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.on_cluster[name]
+        for name in wanted - had:
+            self.on_cluster.setdefault(name, set()).add(key)
+        if wanted:
+            self.targets[key] = wanted
+        else:
+            self.targets.pop(key, None)
+        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
+                and _placement_marks(obj) == _placement_marks(old) \
+                and meta_.get("deletionTimestamp") == (old.get("metadata") or {}).get(
+                    "deletionTimestamp"):
+            return  # a status write
+        tainted = any(decision.no_execute_taints(self.clusters.store.get(name))
+                      for name in wanted)
+        if tainted or key in self.due:
+            self.controller.enqueue(key)
+
+    # --- decisions ------------------------------------------------------------
+
+    def _binding(self, key: str) -> tuple[resources.Resource, dict[str, Any] | None]:
+        ref = binding_decision.BindingRef.parse(key)
+        if ref.cluster_scoped:
+            return resources.CLUSTER_RESOURCE_BINDINGS, self.cluster_bindings.store.get(ref.name)
+        return (resources.RESOURCE_BINDINGS,
+                self.bindings.store.get(f"{ref.namespace}/{ref.name}"))
+
+    def _forget(self, key: str) -> None:
+        if self.due.pop(key, None) is not None:
+            self.metrics.eviction_queue_depth.set(len(self.due))
+
+    async def reconcile(self, key: str) -> reconcile.Result | None:
+        """A binding: due -> the eviction queue; later -> again at the deadline."""
+        if key.startswith(CLUSTER_KEY):
+            await self._write_guard_condition(key[len(CLUSTER_KEY):])
+            return None
+        _, binding = self._binding(key)
+        if binding is None:
+            self._forget(key)
+            return None
+        now = self.clock.now()
+        found = decision.plan(binding, self.clusters.store, now)
+        if found.due:
+            if key not in self.due:
+                self.due[key] = self.clock.monotonic()
+                self.metrics.eviction_queue_depth.set(len(self.due))
+            self.evictions.enqueue(key)
+        else:
+            self._forget(key)
+        if found.next_at is not None:
+            return reconcile.Result(requeue_after=max(0.0, (found.next_at - now).total_seconds()))
+        return None
+
+    # --- evictions ------------------------------------------------------------
+
+    async def reconcile_eviction(self, key: str) -> None:
+        """One binding's due evictions, in one write, when the pacer allows."""
+        if key not in self.due:
+            return
+        await self.pacer.acquire()
+        since = self.due.get(key)
+        if since is None:
+            return  # no longer due while waiting
+        resource, binding = self._binding(key)
+        for attempt in range(CONFLICT_ATTEMPTS):
+            if binding is None:
+                self._forget(key)
+                return
+            found = decision.plan(binding, self.clusters.store, self.clock.now())
+            if not found.due:
+                self._forget(key)  # the taint went, or a toleration came, meanwhile
+                if found.next_at is not None:
+                    self.controller.enqueue(key)
+                return
+            try:
+                await self._evict(resource, binding, found, since)
+                return
+            except errors.Conflict:
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+                binding = await self._fresh(resource, binding)
+            except errors.NotFound:
+                self._forget(key)
+                return
+            except (errors.KubeError, OSError) as exc:
+                self.metrics.evictions.labels(RESULT_ERROR, decision.EVICTION_REASON).inc()
+                self.term.recorder.record(
+                    _with_kind(binding, resource), "Warning", "EvictWorkloadFromClusterFailed",
+                    f"Evict from cluster(s) {', '.join(found.due)} failed: {exc}")
+                raise
+
+    async def _fresh(self, resource: resources.Resource,
+                     binding: Mapping[str, Any]) -> dict[str, Any] | None:
+        meta_ = binding.get("metadata") or {}
+        try:
+            return await self.api.get(resource, str(meta_["name"]),
+                                      namespace=meta_.get("namespace"))
+        except errors.NotFound:
+            return None
+
+    async def _evict(self, resource: resources.Resource, binding: Mapping[str, Any],
+                     found: decision.Plan, since: float) -> None:
+        mode = decision.purge_mode(binding, self.options.purge_mode)
+        spec = decision.evicted_spec(binding.get("spec") or {}, found.due, mode,
+                                     self.clock.now().replace(microsecond=0))
+        await self.api.update(resource, {**_with_kind(binding, resource), "spec": spec})
+        meta_ = binding.get("metadata") or {}
+        key = binding_decision.BindingRef(not meta_.get("namespace"),
+                                          str(meta_.get("namespace") or ""),
+                                          str(meta_["name"])).key
+        self.metrics.evictions.labels(RESULT_SUCCESS, decision.EVICTION_REASON).inc(
+            len(found.due))
+        self.metrics.eviction_latency.observe(self.clock.monotonic() - since)
+        self._forget(key)
+        log.info("evicted %s from %s (%s)", key, ", ".join(found.due), mode)
+
+    # --- the storm guard's condition ------------------------------------------
+
+    async def _write_guard_condition(self, name: str) -> None:
+        obj = self.clusters.store.get(name)
+        if obj is None or self.writer is None or not self.writer.writable:
+            return
+        found = decision.guard_condition(obj, self.guard, self.options.secondary_rate)
+        if found is None:
+            return
+        wanted = meta.Condition(type=decision.CONDITION, status=meta.ConditionStatus(found.status),
+                                reason=found.reason, message=found.message,
+                                last_transition_time=self.clock.now().replace(microsecond=0))
+        live = status.live_conditions(obj)
+        kept = status.keep_transition_times(live, [wanted])
+        current = meta.find_condition(live, decision.CONDITION)
+        if current is not None and current.to_dict() == kept[0].to_dict():
+            return
+        try:
+            await self.writer.write(name, {"conditions": [c.to_dict() for c in kept]})
+        except errors.NotFound:
+            return
+        turned = current is None or current.status != wanted.status
+        if turned and wanted.status is meta.ConditionStatus.TRUE:
+            self.term.recorder.record(_with_kind(obj, resources.CLUSTERS), "Warning",
+                                      decision.CONDITION, wanted.message)
+        elif turned:
+            self.term.recorder.record(_with_kind(obj, resources.CLUSTERS), "Normal",
+                                      f"{decision.CONDITION}Lifted", wanted.message)
+
+
+def _with_kind(obj: Mapping[str, Any], resource: resources.Resource) -> dict[str, Any]:
+    return {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
+
+
+def _placement_marks(obj: Mapping[str, Any]) -> Any:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(decision.APPLIED_PLACEMENT)
+
+
+def _shows_guard(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == decision.CONDITION and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or []
+               if isinstance(c, Mapping))

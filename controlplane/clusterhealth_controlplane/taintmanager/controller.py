@@ -104,6 +104,11 @@ class TaintManager:
         self.api = term.api
         self.clock = term.clock
         self.options = context.options.eviction
+        self.settle = context.options.health.success_threshold + \
+            context.options.health.update_frequency
+        """After the storm guard lifts, evictions wait this long: the other clusters of the
+        storm are most likely recovering too, and report Ready within it."""
+        self._resume: asyncio.TimerHandle | None = None
         self.metrics = context.metrics
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
@@ -178,10 +183,23 @@ class TaintManager:
     def _guard_changed(self, before: decision.Guard) -> None:
         self._set_guard_metrics()
         if self.guard.held != before.held:
+            if self._resume is not None:
+                self._resume.cancel()
+                self._resume = None
             rate = decision.rate(self.guard.held, self.options.rate, self.options.secondary_rate)
-            self.pacer.set_rate(rate)
-            log.warning("storm guard %s: %s", "holds" if self.guard.held else "lifted",
-                        decision.guard_message(self.guard, self.options.secondary_rate))
+            if self.guard.held or not self.synced:
+                self.pacer.set_rate(rate)
+                log.warning("storm guard %s: %s", "holds" if self.guard.held else "lifted",
+                            decision.guard_message(self.guard, self.options.secondary_rate))
+            else:
+                # Like Kubernetes' node lifecycle after a full disruption: the clusters
+                # still recovering get time to say so before held evictions run.
+                self.pacer.set_rate(0.0)
+                self._resume = asyncio.get_running_loop().call_later(
+                    self.settle, self.pacer.set_rate, rate)
+                log.warning("storm guard lifted: %s; evictions resume in %.0f s",
+                            decision.guard_message(self.guard, self.options.secondary_rate),
+                            self.settle)
         if not self.synced:
             return  # the initial list: run() looks at every Cluster once it is loaded
         for name, obj in self.clusters.store.items():

@@ -102,14 +102,26 @@ def format_time(value: datetime.datetime) -> str:
     return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+READY_TAINT_KEYS = frozenset({"cluster.karmada.io/not-ready", "cluster.karmada.io/unreachable"})
+"""The taints the cluster taint controller derives from ``Ready`` (and removes when True)."""
+
+
 def no_execute_taints(cluster_obj: Mapping[str, Any] | None) -> tuple[Taint, ...]:
-    """The Cluster's NoExecute taints (entries without a key are skipped)."""
+    """The Cluster's NoExecute taints that still stand (entries without a key are skipped).
+
+    A ``not-ready`` / ``unreachable`` taint on a Cluster whose ``Ready`` is
+    already True is on its way out (the taint controller removes it right after
+    the status write that this cache may have seen first): it evicts nothing.
+    Other taints (a ClusterTaintPolicy's, a user's) stand whatever ``Ready`` says.
+    """
     if cluster_obj is None:
         return ()
+    recovered = ready(cluster_obj)
     return tuple(
         Taint(str(raw["key"]), str(raw.get("value") or ""), parse_time(raw.get("timeAdded")))
         for raw in (cluster_obj.get("spec") or {}).get("taints") or []
-        if isinstance(raw, Mapping) and raw.get("effect") == NO_EXECUTE and raw.get("key"))
+        if isinstance(raw, Mapping) and raw.get("effect") == NO_EXECUTE and raw.get("key")
+        and not (recovered and raw["key"] in READY_TAINT_KEYS))
 
 
 def toleration(raw: Mapping[str, Any]) -> framework.Toleration:

@@ -63,7 +63,8 @@ def binding(*tolerations: dict[str, Any], clusters: tuple[tuple[str, int], ...] 
 
 def verdict_of(cluster_taints: list[dict[str, Any]],
                tolerations: list[dict[str, Any]]) -> decision.Verdict:
-    return decision.verdict(decision.no_execute_taints(cluster("m1", *cluster_taints)),
+    return decision.verdict(decision.no_execute_taints(cluster("m1", *cluster_taints,
+                                                               ready="False")),
                             decision.tolerations(binding(*tolerations)))
 
 
@@ -111,8 +112,8 @@ def test_the_applied_placement_is_read_before_spec_placement() -> None:
 
 def test_the_plan_evicts_now_waits_for_the_deadline_and_forgets_a_removed_taint() -> None:
     obj = binding(tolerate(NOT_READY, 300), clusters=(("m1", 2), ("m2", 1), ("m3", 3)))
-    clusters = {"m1": cluster("m1", taint(UNREACHABLE)),          # untolerated
-                "m2": cluster("m2", taint(NOT_READY, added=0)),  # tolerated 300 s
+    clusters = {"m1": cluster("m1", taint(UNREACHABLE), ready="Unknown"),  # untolerated
+                "m2": cluster("m2", taint(NOT_READY, added=0), ready="False"),  # 300 s
                 "m3": cluster("m3")}
     first = decision.plan(obj, clusters, at(10))
     assert set(first.due) == {"m1"} and "not tolerated" in first.due["m1"]
@@ -254,3 +255,20 @@ async def test_the_pacer_is_shared_by_concurrent_workers() -> None:
             done.append(loop.time() - start)
     await asyncio.gather(*(worker() for _ in range(4)))
     assert sorted(done) == pytest.approx([i / 10 for i in range(20)])
+
+
+@pytest.mark.parametrize(("key", "ready", "stands"), [
+    # Ready True: the taint controller is removing its own taints; this cache saw the
+    # status write first. Nothing is evicted for them.
+    (NOT_READY, "True", False),
+    (UNREACHABLE, "True", False),
+    (NOT_READY, "False", True),
+    (UNREACHABLE, "Unknown", True),
+    (NOT_READY, None, True),
+    # any other key stands whatever Ready says (a ClusterTaintPolicy's, a user's)
+    ("clusterhealth.io/dns-unavailable", "True", True),
+])
+def test_ready_derived_taints_on_a_ready_cluster_evict_nothing(
+        key: str, ready: str | None, stands: bool) -> None:
+    found = decision.no_execute_taints(cluster("m1", taint(key), ready=ready))
+    assert bool(found) is stands

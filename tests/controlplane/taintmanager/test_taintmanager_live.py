@@ -23,11 +23,16 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, waiting
 
-NOT_READY = "cluster.karmada.io/not-ready"
-UNREACHABLE = "cluster.karmada.io/unreachable"
-UNLIMITED = options.Options(eviction=options.Eviction(rate=0.0, secondary_rate=0.0,
-                                                      unhealthy_cluster_threshold=0.55,
-                                                      workers=4))
+# Keys of the taints these tests write by hand. Not Karmada's not-ready/unreachable: those
+# stand only while the Cluster's Ready is not True (the taint controller derives them from
+# it), and most Clusters here are Ready so as not to set off the storm guard.
+NOT_READY = "example.com/not-ready"
+UNREACHABLE = "example.com/unreachable"
+UNLIMITED = options.Options(
+    eviction=options.Eviction(rate=0.0, secondary_rate=0.0, unhealthy_cluster_threshold=0.55,
+                              workers=4),
+    # after the storm guard lifts, evictions wait success threshold + probe period
+    health=options.ClusterHealth(success_threshold=1.0, update_frequency=0.5))
 
 
 @pytest.fixture(scope="module")

@@ -97,8 +97,8 @@ class FailbackController:
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.seen_healthy: dict[str, datetime.datetime] = {}
         """When each Cluster was first seen Ready and untainted (this term)."""
-        self.pending: dict[str, str] = {}
-        """Triggers written and not yet seen in the cache: key -> time written."""
+        self.pending: dict[str, datetime.datetime] = {}
+        """Triggers written and not yet seen in the cache: key -> the trigger written."""
         self.waiting: set[str] = set()
         """Bindings with a failback due, waiting for a batch slot."""
         self.lock = asyncio.Lock()
@@ -212,8 +212,9 @@ class FailbackController:
                 continue
             written = self.pending.get(key)
             seen = ((obj.get("metadata") or {}).get("annotations") or {}).get(decision.TRIGGERED)
-            if written is not None and seen == written:
-                self.pending.pop(key, None)  # the cache has caught up
+            if written is not None and (seen == meta.format_time(written) or (
+                    now - written).total_seconds() >= decision.IN_FLIGHT_LIMIT):
+                self.pending.pop(key, None)  # the cache has caught up (or never will)
                 written = None
             if written is not None or decision.in_flight(obj, now):
                 count += 1
@@ -256,7 +257,7 @@ class FailbackController:
                 return reconcile.Result(requeue_after=1.0)
             if trigger is not None:
                 self.waiting.discard(key)
-                self.pending[key] = meta.format_time(trigger)
+                self.pending[key] = trigger
         if trigger is not None:
             self._report(ref, obj, verdict.due)
         return self._next(verdict)

@@ -134,6 +134,13 @@ class BindingRef:
         kind, namespace, name = key.split("|")
         return cls(kind == "CRB", namespace, name)
 
+    @classmethod
+    def of(cls, binding: Mapping[str, Any]) -> BindingRef:
+        """The ref of a binding object (no namespace: a ClusterResourceBinding)."""
+        meta = binding.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        return cls(not namespace, namespace, str(meta.get("name")))
+
 
 def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
     """The binding a Work was made for, from Karmada's annotations (None: not a binding's)."""

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.failback import decision
 from clusterhealth_controlplane.scheduler import adapt, framework
@@ -39,19 +40,6 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "failback"
 EVENT_FAILBACK = "Failback"
-
-
-def resource_of(ref: binding.BindingRef) -> resources.Resource:
-    """The binding's API: ClusterResourceBindings for cluster-scoped keys."""
-    return resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
-        else resources.RESOURCE_BINDINGS
-
-
-def ref_of(obj: Mapping[str, Any]) -> binding.BindingRef:
-    """The key of a binding object."""
-    meta = obj.get("metadata") or {}
-    return binding.BindingRef(not meta.get("namespace"), str(meta.get("namespace") or ""),
-                              str(meta.get("name")))
 
 
 def placement_of(obj: Mapping[str, Any]) -> framework.PlacementView | None:
@@ -129,10 +117,10 @@ class FailbackController:
     def _all_bindings(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for store in (self.bindings.store, self.cluster_bindings.store):
             for obj in list(store.values()):
-                yield ref_of(obj).key, obj
+                yield binding.BindingRef.of(obj).key, obj
 
     def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = ref_of(obj).key
+        key = binding.BindingRef.of(obj).key
         if event == "DELETED":
             self.pending.pop(key, None)
             self.waiting.discard(key)
@@ -247,7 +235,7 @@ class FailbackController:
             if trigger is None and not verdict.changed(obj):
                 return self._next(verdict)
             try:
-                await self.api.patch(resource_of(ref), ref.name,
+                await self.api.patch(binding_io.resource_of(ref), ref.name,
                                      decision.failback_patch(obj, entries, trigger),
                                      namespace=ref.namespace or None)
             except errors.NotFound:
@@ -269,7 +257,7 @@ class FailbackController:
 
     def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
                 clusters: tuple[str, ...]) -> None:
-        resource = resource_of(ref)
+        resource = binding_io.resource_of(ref)
         names = ", ".join(clusters)
         self.metrics.failbacks.inc()
         log.info("%s %s: failing back to %s", resource.kind, ref.key, names)

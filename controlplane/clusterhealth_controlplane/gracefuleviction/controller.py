@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.gracefuleviction import decision
 from clusterhealth_core import reconcile
@@ -36,19 +37,6 @@ CONTROLLER = "gracefulEviction"
 EVENT_ENDED = "EvictWorkloadFromClusterSucceed"
 """Karmada's Event reason when a graceful-eviction task ends."""
 CONFLICT_ATTEMPTS = 3
-
-
-def resource_of(ref: binding.BindingRef) -> resources.Resource:
-    """The binding's API: ClusterResourceBindings for cluster-scoped keys."""
-    return resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
-        else resources.RESOURCE_BINDINGS
-
-
-def ref_of(obj: Mapping[str, Any]) -> binding.BindingRef:
-    """The key of a binding object."""
-    meta = obj.get("metadata") or {}
-    return binding.BindingRef(not meta.get("namespace"), str(meta.get("namespace") or ""),
-                              str(meta.get("name")))
 
 
 class GracefulEvictionController:
@@ -84,7 +72,7 @@ class GracefulEvictionController:
         await self.controller.run()
 
     def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = ref_of(obj).key
+        key = binding.BindingRef.of(obj).key
         count = 0 if event == "DELETED" else len(decision.tasks(obj))
         self.total += count - self.counts.pop(key, 0)
         if count:
@@ -110,7 +98,7 @@ class GracefulEvictionController:
             if not verdict.changed:
                 return self._next(verdict)
             try:
-                await self.api.patch(resource_of(ref), ref.name,
+                await self.api.patch(binding_io.resource_of(ref), ref.name,
                                      decision.tasks_patch(obj, verdict.kept),
                                      namespace=ref.namespace or None)
             except errors.NotFound:
@@ -119,7 +107,7 @@ class GracefulEvictionController:
                 if attempt == CONFLICT_ATTEMPTS - 1:
                     raise
                 try:
-                    obj = await self.api.get(resource_of(ref), ref.name,
+                    obj = await self.api.get(binding_io.resource_of(ref), ref.name,
                                              namespace=ref.namespace or None)
                 except errors.NotFound:
                     return None
@@ -136,7 +124,7 @@ class GracefulEvictionController:
 
     def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
                 ended: list[decision.Ended]) -> None:
-        resource = resource_of(ref)
+        resource = binding_io.resource_of(ref)
         about = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
         template = (obj.get("spec") or {}).get("resource") or {}
         template_ref: dict[str, Any] = {

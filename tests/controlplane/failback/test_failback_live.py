@@ -127,18 +127,24 @@ async def cleanup(api: kube.ApiClient, ns: str, bindings: list[str],
         await api.delete(resources.CLUSTERS, name, missing_ok=True)
 
 
+async def scene(api: kube.ApiClient) -> tuple[str, str, str]:
+    """Two Ready clusters of the test's own, a namespace and a policy opted in (``opted``)."""
+    first, second = cpkit.unique("fb1"), cpkit.unique("fb2")
+    for name in (first, second):
+        await make_cluster(api, name)
+    ns = await cpkit.make_namespace(api, "fb")
+    await make_policy(api, ns, "opted", True, first, second)
+    return first, second, ns
+
+
 def triggered(obj: dict[str, Any]) -> bool:
     return bool(obj["spec"].get("rescheduleTriggeredAt"))
 
 
 async def test_an_opted_in_binding_fails_back_after_the_window_and_others_are_untouched(
         env: Any) -> None:
-    first, second = cpkit.unique("fb1"), cpkit.unique("fb2")
     async with env.client() as api:
-        for name in (first, second):
-            await make_cluster(api, name)
-        ns = await cpkit.make_namespace(api, "fb")
-        await make_policy(api, ns, "opted", True, first, second)
+        first, second, ns = await scene(api)
         await make_policy(api, ns, "plain", False, first, second)
         async with cpkit.running_manager(api, ["failback"], failover=failback()) as running:
             await make_binding(api, ns, "web-deployment", "opted", first, second)
@@ -175,12 +181,8 @@ async def test_an_opted_in_binding_fails_back_after_the_window_and_others_are_un
 
 
 async def test_a_cluster_tainted_again_during_the_window_waits(env: Any) -> None:
-    first, second = cpkit.unique("fb1"), cpkit.unique("fb2")
     async with env.client() as api:
-        for name in (first, second):
-            await make_cluster(api, name)
-        ns = await cpkit.make_namespace(api, "fb")
-        await make_policy(api, ns, "opted", True, first, second)
+        first, second, ns = await scene(api)
         await set_taints(api, first, [{"key": "cluster.karmada.io/not-ready",
                                        "effect": "NoExecute", "timeAdded": when()}])
         async with cpkit.running_manager(api, ["failback"], failover=failback()):
@@ -215,13 +217,9 @@ async def test_a_cluster_tainted_again_during_the_window_waits(env: Any) -> None
 
 
 async def test_at_most_a_batch_of_bindings_is_in_flight(env: Any) -> None:
-    first, second = cpkit.unique("fb1"), cpkit.unique("fb2")
     names = ["a-deployment", "b-deployment", "c-deployment"]
     async with env.client() as api:
-        for name in (first, second):
-            await make_cluster(api, name)
-        ns = await cpkit.make_namespace(api, "fb")
-        await make_policy(api, ns, "opted", True, first, second)
+        first, second, ns = await scene(api)
         async with cpkit.running_manager(api, ["failback"], failover=failback(batch=1)):
             for name in names:
                 await make_binding(api, ns, name, "opted", first, second)

@@ -103,6 +103,9 @@ async def test_the_split_comes_back_after_the_window(env: environment.LocalEnvir
     rb = f"{name}-deployment"
     async with env.client() as api:
         for member in ("member1", "member2"):
+            # healthy and untainted to begin with (whatever an earlier test of the shared
+            # environment left: a clusterTaint run taints members that report no Ready)
+            await api.patch(resources.CLUSTERS, member, {"spec": {"taints": None}})
             await cluster_status(api, member, "True")
         ns = await cpkit.make_namespace(api, "failback")
         await api.create(resources.DEPLOYMENTS, cpkit.deployment(name, ns, 3), namespace=ns)

@@ -13,8 +13,8 @@
   writes ``spec.rescheduleTriggeredAt`` and :data:`decision.TRIGGERED` with
   the record, one merge patch guarded by ``resourceVersion``, when fewer than
   ``--failback-batch`` bindings are in flight (else the binding waits for a
-  slot and is queued again when one frees); then asks to run again when the
-  next recorded cluster's window ends.
+  slot: queued again when one frees, and every :data:`SLOT_RETRY` seconds);
+  then asks to run again when the next recorded cluster's window ends.
 * An Event ``Failback`` on the binding and ``failbacks`` counted for each
   trigger written.
 """
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "failback"
 EVENT_FAILBACK = "Failback"
+SLOT_RETRY = 30.0
+"""Seconds before a binding waiting for a slot looks again, besides being queued when one frees
+(a slot held past :data:`decision.IN_FLIGHT_LIMIT` frees without any event)."""
 
 
 def placement_of(obj: Mapping[str, Any]) -> framework.PlacementView | None:
@@ -223,17 +226,19 @@ class FailbackController:
             log.info("binding %s: failback record for %s dropped (%s)", key, cluster, why)
         trigger: datetime.datetime | None = None
         entries = verdict.record
+        waits = False
         async with self.lock:
             if verdict.due and key not in self.pending and not decision.in_flight(obj, now):
                 if self._in_flight(now, key) >= self.batch:
                     log.info("binding %s: failback to %s waits for a slot (%d in flight)", key,
                              ", ".join(verdict.due), self.batch)
                     self.waiting.add(key)
+                    waits = True
                 else:
                     trigger = decision.trigger_time(obj, now)
                     entries = {c: t for c, t in verdict.record.items() if c not in verdict.due}
             if trigger is None and not verdict.changed(obj):
-                return self._next(verdict)
+                return self._next(verdict, waits)
             try:
                 await self.api.patch(binding_io.resource_of(ref), ref.name,
                                      decision.failback_patch(obj, entries, trigger),
@@ -248,12 +253,14 @@ class FailbackController:
                 self.pending[key] = trigger
         if trigger is not None:
             self._report(ref, obj, verdict.due)
-        return self._next(verdict)
+        return self._next(verdict, waits)
 
-    def _next(self, verdict: decision.Plan) -> reconcile.Result | None:
-        if verdict.wait is None:
+    @staticmethod
+    def _next(verdict: decision.Plan, waits: bool) -> reconcile.Result | None:
+        delays = [d for d in (verdict.wait, SLOT_RETRY if waits else None) if d is not None]
+        if not delays:
             return None
-        return reconcile.Result(requeue_after=max(verdict.wait, 0.0))
+        return reconcile.Result(requeue_after=max(min(delays), 0.0))
 
     def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
                 clusters: tuple[str, ...]) -> None:

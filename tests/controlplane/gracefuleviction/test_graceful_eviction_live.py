@@ -8,6 +8,7 @@ so a task ended at its deadline proves the controller came back on its own.
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -216,4 +217,41 @@ async def test_suppress_deletion_keeps_a_task_past_every_deadline(
                                                        "member4: confirmed"]
         gauge = running.registry.get_sample_value("clusterhealth_graceful_eviction_tasks")
         assert gauge is not None and gauge >= 1
+        await remove(api, "web-deployment", ns)
+
+
+async def test_a_stale_view_never_drops_a_task_another_writer_added(
+        env: environment.LocalEnvironment) -> None:
+    # Karmada 7302: two writers of the task list; the one with an old view must not win
+    async with env.client() as api, cpkit.running_manager(
+            api, ["gracefulEviction"], failover=short(3600)) as running:
+        part = running.manager.parts["gracefulEviction"]
+        assert isinstance(part, controller.GracefulEvictionController)
+        ns = await cpkit.make_namespace(api, "ge")
+        held = task("member1", when(), suppressDeletion=True)
+        made = await create(api, "web-deployment", ns, [held], {"member2": 3})
+        key = f"{ns}/web-deployment"
+
+        async def cached_version(version: str) -> dict[str, Any] | None:
+            found = part.bindings.store.get(key)
+            return found if found and found["metadata"]["resourceVersion"] == version \
+                else None
+        live = await api.get(resources.RESOURCE_BINDINGS, "web-deployment", namespace=ns)
+        stale = copy.deepcopy(await waiting.eventually(
+            lambda: cached_version(live["metadata"]["resourceVersion"])))
+        assert stale["metadata"]["uid"] == made["metadata"]["uid"]
+
+        # the taint manager adds a task; then the controller acts on its old view, in which
+        # member1's task was (say) confirmed for deletion
+        added = task("member3", when())
+        live["spec"]["gracefulEvictionTasks"] = [held, added]
+        newer = await api.update(resources.RESOURCE_BINDINGS, live)
+        await waiting.eventually(lambda: cached_version(newer["metadata"]["resourceVersion"]))
+        stale["spec"]["gracefulEvictionTasks"] = [{**held, "suppressDeletion": False}]
+        part.bindings.store[key] = stale
+        await part.reconcile_binding(f"RB|{ns}|web-deployment")
+
+        found = await tasks_of(api, "web-deployment", ns)
+        assert [(t["fromCluster"], t.get("suppressDeletion")) for t in found] == [
+            ("member1", True), ("member3", None)]
         await remove(api, "web-deployment", ns)

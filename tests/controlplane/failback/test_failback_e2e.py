@@ -92,6 +92,25 @@ async def member_replicas(env: environment.LocalEnvironment, ns: str,
     return found
 
 
+async def evict(api: kube.ApiClient, ns: str, rb: str, cluster: str) -> None:
+    """As the taint manager: a task from ``cluster``, ``cluster`` out of the targets."""
+    while True:
+        obj = await api.get(resources.RESOURCE_BINDINGS, rb, namespace=ns)
+        try:
+            await api.patch(resources.RESOURCE_BINDINGS, rb, {
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "spec": {"clusters": [t for t in obj["spec"]["clusters"]
+                                      if t["name"] != cluster],
+                         "gracefulEvictionTasks": [{
+                             "fromCluster": cluster, "replicas": 1,
+                             "reason": "TaintUntolerated", "producer": "TaintManager",
+                             "purgeMode": "Gracefully", "creationTimestamp": now()}]}},
+                namespace=ns)
+        except errors.Conflict:
+            continue  # a status write in between: read again, as the taint manager does
+        return
+
+
 def targets(obj: dict[str, Any]) -> dict[str, int]:
     return {t["name"]: t.get("replicas", 0) for t in obj["spec"].get("clusters") or []}
 
@@ -126,16 +145,7 @@ async def test_the_split_comes_back_after_the_window(env: environment.LocalEnvir
 
                 # member1 fails: tainted, and the taint manager evicts the binding from it
                 await taint(api, "member1", True)
-                obj = await api.get(resources.RESOURCE_BINDINGS, rb, namespace=ns)
-                await api.patch(resources.RESOURCE_BINDINGS, rb, {
-                    "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                    "spec": {"clusters": [t for t in obj["spec"]["clusters"]
-                                          if t["name"] != "member1"],
-                             "gracefulEvictionTasks": [{
-                                 "fromCluster": "member1", "replicas": 1,
-                                 "reason": "TaintUntolerated", "producer": "TaintManager",
-                                 "purgeMode": "Gracefully", "creationTimestamp": now()}]}},
-                    namespace=ns)
+                await evict(api, ns, rb, "member1")
 
                 # 0:3, the task ended (member2 has no Pods here: at the timeout), member1's
                 # copy removed; the eviction recorded for failback

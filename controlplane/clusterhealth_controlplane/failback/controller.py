@@ -11,7 +11,8 @@
 * Its reconcile applies :func:`decision.plan`: the record (annotation
   :data:`decision.EVICTED_FROM`) is written when it changed; a failback due
   writes ``spec.rescheduleTriggeredAt`` and :data:`decision.TRIGGERED` with
-  the record, one merge patch guarded by ``resourceVersion``, when fewer than
+  the record, one merge patch guarded by ``resourceVersion`` (a conflict reads
+  the binding again and decides again), when fewer than
   ``--failback-batch`` bindings are in flight (else the binding waits for a
   slot: queued again when one frees, and every :data:`SLOT_RETRY` seconds);
   then asks to run again when the next recorded cluster's window ends.
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "failback"
 EVENT_FAILBACK = "Failback"
+CONFLICT_ATTEMPTS = 3
+"""Guarded writes of one reconcile (each after reading the binding again)."""
 SLOT_RETRY = 30.0
 """Seconds before a binding waiting for a slot looks again, besides being queued when one frees
 (a slot held past :data:`decision.IN_FLIGHT_LIMIT` frees without any event)."""
@@ -215,15 +218,31 @@ class FailbackController:
         """Record evictions, and fail back to clusters recovered for the whole window."""
         ref = binding.BindingRef.parse(key)
         obj = self._cached(ref)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            self.waiting.discard(key)
-            return None
+        for attempt in range(CONFLICT_ATTEMPTS):
+            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self.waiting.discard(key)
+                return None
+            try:
+                return await self._reconcile(ref, obj)
+            except errors.NotFound:
+                return None
+            except errors.Conflict:
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+                try:  # changed since the cache saw it: decide again on the live binding
+                    obj = await self.api.get(binding_io.resource_of(ref), ref.name,
+                                             namespace=ref.namespace or None)
+                except errors.NotFound:
+                    return None
+        return None
+
+    async def _reconcile(self, ref: binding.BindingRef, obj: dict[str, Any]
+                         ) -> reconcile.Result | None:
+        key = ref.key
         now = self.clock.now()
         wanted = decision.opted_in(self._policy(obj))
         verdict = decision.plan(obj, wanted, placement_of(obj), self._states(obj), now,
                                 self.window)
-        for cluster, why in verdict.dropped:
-            log.info("binding %s: failback record for %s dropped (%s)", key, cluster, why)
         trigger: datetime.datetime | None = None
         entries = verdict.record
         waits = False
@@ -239,18 +258,14 @@ class FailbackController:
                     entries = {c: t for c, t in verdict.record.items() if c not in verdict.due}
             if trigger is None and not verdict.changed(obj):
                 return self._next(verdict, waits)
-            try:
-                await self.api.patch(binding_io.resource_of(ref), ref.name,
-                                     decision.failback_patch(obj, entries, trigger),
-                                     namespace=ref.namespace or None)
-            except errors.NotFound:
-                return None
-            except errors.Conflict:
-                # changed meanwhile: the update event queues it again with the new version
-                return reconcile.Result(requeue_after=1.0)
+            await self.api.patch(binding_io.resource_of(ref), ref.name,
+                                 decision.failback_patch(obj, entries, trigger),
+                                 namespace=ref.namespace or None)
             if trigger is not None:
                 self.waiting.discard(key)
                 self.pending[key] = trigger
+        for cluster, why in verdict.dropped:
+            log.info("binding %s: failback record for %s dropped (%s)", key, cluster, why)
         if trigger is not None:
             self._report(ref, obj, verdict.due)
         return self._next(verdict, waits)

@@ -284,14 +284,19 @@ def plan(binding: Mapping[str, Any], wanted: bool, placement: framework.Placemen
 
 def failback_patch(binding: Mapping[str, Any], entries: Mapping[str, str],
                    trigger: datetime.datetime | None) -> dict[str, Any]:
-    """A merge patch: the record, and the trigger when given; guarded by resourceVersion."""
-    meta_ = binding.get("metadata") or {}
+    """A merge patch: the record, and the trigger when given.
+
+    A trigger is guarded by the binding's resourceVersion (it was decided on the
+    binding's spec as it was); the record alone is not (only this controller writes
+    that annotation, and a status write in between must not hold it back).
+    """
     annotations: dict[str, Any] = {EVICTED_FROM: record_text(entries)}
-    body: dict[str, Any] = {"metadata": {"resourceVersion": meta_.get("resourceVersion"),
-                                         "annotations": annotations}}
+    body: dict[str, Any] = {"metadata": {"annotations": annotations}}
     if trigger is not None:
         stamp = wiretime.format_time(trigger)
         annotations[TRIGGERED] = stamp
+        body["metadata"]["resourceVersion"] = (binding.get("metadata") or {}).get(
+            "resourceVersion")
         body["spec"] = {"rescheduleTriggeredAt": stamp}
     return body
 

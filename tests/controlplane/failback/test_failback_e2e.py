@@ -1,11 +1,11 @@
 """Seed 000's split goes 1:2 -> 0:3 on eviction and comes back 1:2 with failback.
 
 Everything runs in-process against the real control plane and members: the
-controller manager's propagation controllers, ``gracefulEviction`` and
-``failback``, and the scheduler (its own term, as its process runs it).  The
-test plays the cluster-status controller (member1's ``Ready``, the APIs the
-members serve), the taint controller (member1's NoExecute taint) and the taint
-manager (the eviction: a task from member1 and member1 out of the targets).
+controller manager's propagation controllers, ``taintManager``,
+``gracefulEviction`` and ``failback``, and the scheduler (its own term, as its
+process runs it).  The taint manager evicts.  The test plays the cluster-status
+controller (``Ready``, the APIs the members serve) and the taint controller
+(member1's NoExecute taint, added then removed).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, waiting
 
 CONTROLLERS = ("detector", "binding", "execution", "workStatus", "bindingStatus",
-               "gracefulEviction", "failback")
+               "taintManager", "gracefulEviction", "failback")
 APIS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}]
 STATUS_MANAGER = "test-failback-e2e"
 TAINT = {"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}
@@ -92,25 +92,6 @@ async def member_replicas(env: environment.LocalEnvironment, ns: str,
     return found
 
 
-async def evict(api: kube.ApiClient, ns: str, rb: str, cluster: str) -> None:
-    """As the taint manager: a task from ``cluster``, ``cluster`` out of the targets."""
-    while True:
-        obj = await api.get(resources.RESOURCE_BINDINGS, rb, namespace=ns)
-        try:
-            await api.patch(resources.RESOURCE_BINDINGS, rb, {
-                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "spec": {"clusters": [t for t in obj["spec"]["clusters"]
-                                      if t["name"] != cluster],
-                         "gracefulEvictionTasks": [{
-                             "fromCluster": cluster, "replicas": 1,
-                             "reason": "TaintUntolerated", "producer": "TaintManager",
-                             "purgeMode": "Gracefully", "creationTimestamp": now()}]}},
-                namespace=ns)
-        except errors.Conflict:
-            continue  # a status write in between: read again, as the taint manager does
-        return
-
-
 def targets(obj: dict[str, Any]) -> dict[str, int]:
     return {t["name"]: t.get("replicas", 0) for t in obj["spec"].get("clusters") or []}
 
@@ -143,9 +124,9 @@ async def test_the_split_comes_back_after_the_window(env: environment.LocalEnvir
 
                 await waiting.eventually(lambda: split({"member1": 1, "member2": 2}), timeout=60)
 
-                # member1 fails: tainted, and the taint manager evicts the binding from it
+                # member1 fails: tainted NoExecute (the policy tolerates nothing), so the
+                # taint manager evicts the binding from it
                 await taint(api, "member1", True)
-                await evict(api, ns, rb, "member1")
 
                 # 0:3, the task ended (member2 has no Pods here: at the timeout), member1's
                 # copy removed; the eviction recorded for failback

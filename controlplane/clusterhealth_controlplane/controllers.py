@@ -14,6 +14,8 @@ from clusterhealth_controlplane.clusterstatus import controller as cluster_statu
 from clusterhealth_controlplane.clustertaint import controller as cluster_taint
 from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
+from clusterhealth_controlplane.failback import controller as failback
+from clusterhealth_controlplane.gracefuleviction import controller as graceful_eviction
 from clusterhealth_controlplane.status import binding as binding_status
 from clusterhealth_controlplane.status import work as work_status
 from clusterhealth_controlplane.taintmanager import controller as taint_manager
@@ -38,6 +40,10 @@ TABLE: tuple[manager.Entry, ...] = (
     manager.Entry("taintManager", "bindings off NoExecute-tainted clusters (graceful-eviction "
                   "tasks), rate-limited, held back by the storm guard",
                   taint_manager.TaintManager),
+    manager.Entry("gracefulEviction", "graceful-eviction tasks ended once the replacement is "
+                  "healthy, or at their deadline", graceful_eviction.GracefulEvictionController),
+    manager.Entry("failback", "opted-in static-weight bindings rebalanced back onto a cluster "
+                  "recovered for the stabilisation window", failback.FailbackController),
 )
 NAMES: list[str] = [entry.name for entry in TABLE]
 NEEDS: dict[str, tuple[resources.Resource, ...]] = {
@@ -53,6 +59,10 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
     "clusterTaint": (resources.CLUSTERS, resources.CLUSTER_TAINT_POLICIES),
     "taintManager": (resources.CLUSTERS, resources.RESOURCE_BINDINGS,
                      resources.CLUSTER_RESOURCE_BINDINGS),
+    "gracefulEviction": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
+    "failback": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
+                 resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES,
+                 resources.CLUSTERS),
 }
 """The APIs each controller cannot start without (checked once at start-up)."""
 

@@ -64,7 +64,7 @@ class FailoverMetrics:
             registry=registry)
         self.graceful_eviction_ends = prometheus_client.Counter(
             "clusterhealth_graceful_eviction_task_ends",
-            "Graceful-eviction tasks removed, by why (healthy, timeout, grace_period).",
+            "Graceful-eviction tasks removed, by why (healthy, timeout, grace_period, confirmed).",
             ["why"], registry=registry)
         self.failbacks = prometheus_client.Counter(
             "clusterhealth_failbacks",

@@ -251,7 +251,8 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
     assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
-                                  "clusterStatus", "clusterTaint", "taintManager")
+                                  "clusterStatus", "clusterTaint", "taintManager",
+                                  "gracefulEviction", "failback")
     assert loaded.election.lease_name == MANAGER
     assert loaded.election.lease_namespace == NAMESPACE
     assert loaded.healthz_port == 10357
@@ -418,7 +419,8 @@ def test_schema_accepts_controller_selections(render: Render, controllers: str) 
 
 @pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
                                          "-workStatus,-bindingStatus,-clusterStatus,"
-                                         "-clusterTaint,-taintManager",
+                                         "-clusterTaint,-taintManager,"
+                                         "-gracefulEviction,-failback",
                                          "detector,-detector"])
 def test_a_selection_of_no_controller_is_refused(render_error: Callable[..., str],
                                                  controllers: str) -> None:

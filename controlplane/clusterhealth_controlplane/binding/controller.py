@@ -32,6 +32,11 @@ CONTROLLER = "binding"
 FIELD_MANAGER = "clusterhealth-binding"
 
 
+def resource_of(ref: decision.BindingRef) -> resources.Resource:
+    """The API of the binding ``ref`` names: ResourceBindings, or ClusterResourceBindings."""
+    return resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
+        else resources.RESOURCE_BINDINGS
+
 
 class BindingController:
     """Bindings -> Works, one per target cluster."""
@@ -74,10 +79,7 @@ class BindingController:
                 and (obj.get("metadata") or {}).get("deletionTimestamp") == \
                 (old.get("metadata") or {}).get("deletionTimestamp"):
             return  # a status write
-        meta = obj.get("metadata") or {}
-        ref = decision.BindingRef(not meta.get("namespace"), str(meta.get("namespace") or ""),
-                                  str(meta["name"]))
-        self.controller.enqueue(ref.key)
+        self.controller.enqueue(decision.BindingRef.of(obj).key)
 
     def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         ref = self.index.update(event, obj)

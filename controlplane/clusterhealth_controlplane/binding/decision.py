@@ -15,7 +15,8 @@ Karmada's binding controller, as v1.18.2 does it:
   that the execution controller can find a member object's Work;
 * a Work for a cluster no longer targeted is an orphan and is deleted,
   except while a graceful-eviction task from that cluster is pending (the
-  application keeps running there until its replacement is healthy).
+  application keeps running there until its replacement is healthy), unless
+  the task's ``purgeMode`` is ``Directly`` (or the deprecated ``Immediately``).
 """
 
 from __future__ import annotations
@@ -133,6 +134,13 @@ class BindingRef:
         kind, namespace, name = key.split("|")
         return cls(kind == "CRB", namespace, name)
 
+    @classmethod
+    def of(cls, binding: Mapping[str, Any]) -> BindingRef:
+        """The ref of a binding object (no namespace: a ClusterResourceBinding)."""
+        meta = binding.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        return cls(not namespace, namespace, str(meta.get("name")))
+
 
 def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
     """The binding a Work was made for, from Karmada's annotations (None: not a binding's)."""
@@ -225,10 +233,16 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
     return found
 
 
+PURGE_DIRECTLY = ("Directly", "Immediately")
+"""Task purge modes that keep nothing: the Work goes at once (``Immediately`` is the
+deprecated name of ``Directly``), as Karmada's binding controller treats them."""
+
+
 def evicting_clusters(binding: Mapping[str, Any]) -> set[str]:
-    """Clusters a graceful-eviction task still keeps the Work in."""
+    """Clusters a graceful-eviction task still keeps the Work in (not those purged directly)."""
     tasks = (binding.get("spec") or {}).get("gracefulEvictionTasks") or []
-    return {str(t.get("fromCluster")) for t in tasks if t.get("fromCluster")}
+    return {str(t.get("fromCluster")) for t in tasks
+            if t.get("fromCluster") and t.get("purgeMode") not in PURGE_DIRECTLY}
 
 
 def orphans(binding: Mapping[str, Any] | None, existing: Iterable[Mapping[str, Any]],

@@ -141,6 +141,19 @@ def test_orphans(targets: list[tuple[str, int]], evictions: list[str], existing:
     assert [decision.cluster_of(w["metadata"]["namespace"]) for w in found] == deleted
 
 
+@pytest.mark.parametrize(("purge_mode", "kept"), [
+    (None, True), ("Gracefully", True), ("Never", True), ("Directly", False),
+    ("Immediately", False)])
+def test_a_task_purged_directly_keeps_no_work(purge_mode: str | None, kept: bool) -> None:
+    binding = rb([("member2", 3)], ["member1"])
+    if purge_mode is not None:
+        binding["spec"]["gracefulEvictionTasks"][0]["purgeMode"] = purge_mode
+    desired = decision.desired_works(binding, template())
+    found = decision.orphans(binding, [work("member1"), work("member2")], desired)
+    assert [decision.cluster_of(w["metadata"]["namespace"]) for w in found] == \
+        ([] if kept else ["member1"])
+
+
 def test_a_deleted_binding_orphans_every_work_even_under_eviction() -> None:
     assert len(decision.orphans(None, [work("member1"), work("member2")], ())) == 2
 

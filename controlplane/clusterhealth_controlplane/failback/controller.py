@@ -1,0 +1,290 @@
+"""The failback controller's API side: bindings, policies and Clusters in; record and trigger out.
+
+* Bindings of both kinds, (Cluster)PropagationPolicies and Clusters are
+  cached by the shared informers.  A key is one binding (the binding
+  controller's keys).
+* A binding is queued when it carries a taint-manager eviction task, a
+  record or a trigger; when its policy's opt-in changes; and when a Cluster
+  it recorded turns healthy or unhealthy.  The controller remembers when it
+  first saw each Cluster Ready and untainted (taints carry no removal time):
+  after a restart a recovered cluster waits one full window again, never less.
+* Its reconcile applies :func:`decision.plan`: the record (annotation
+  :data:`decision.EVICTED_FROM`) is written when it changed; a failback due
+  writes ``spec.rescheduleTriggeredAt`` and :data:`decision.TRIGGERED` with
+  the record, one merge patch guarded by ``resourceVersion`` (a conflict reads
+  the binding again and decides again), when fewer than
+  ``--failback-batch`` bindings are in flight (else the binding waits for a
+  slot: queued again when one frees, and every :data:`SLOT_RETRY` seconds);
+  then asks to run again when the next recorded cluster's window ends.
+* An Event ``Failback`` on the binding and ``failbacks`` counted for each
+  trigger written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from clusterhealth_controlplane import manager
+from clusterhealth_controlplane.binding import controller as binding_io
+from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane.failback import decision
+from clusterhealth_controlplane.scheduler import adapt, framework
+from clusterhealth_core import reconcile
+from clusterhealth_core.api import meta, policy
+from clusterhealth_core.kube import errors, resources
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "failback"
+EVENT_FAILBACK = "Failback"
+CONFLICT_ATTEMPTS = 3
+"""Guarded writes of one reconcile (each after reading the binding again)."""
+SLOT_RETRY = 30.0
+"""Seconds before a binding waiting for a slot looks again, besides being queued when one frees
+(a slot held past :data:`decision.IN_FLIGHT_LIMIT` frees without any event)."""
+
+
+def placement_of(obj: Mapping[str, Any]) -> framework.PlacementView | None:
+    """The binding's placement as the scheduler sees it, with the affinity term it is on."""
+    raw = (obj.get("spec") or {}).get("placement")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        placement = policy.Placement.from_dict(raw)
+    except (meta.ValidationError, ValueError, TypeError, KeyError):
+        return None
+    if not placement.cluster_affinities:
+        return adapt.placement_view(placement)
+    observed = (obj.get("status") or {}).get("schedulerObservingAffinityName")
+    names = [t.affinity_name for t in placement.cluster_affinities]
+    return adapt.placement_view(placement, names.index(observed) if observed in names else 0)
+
+
+def _interesting(obj: Mapping[str, Any] | None) -> bool:
+    """Whether failback has anything to do with the binding: a record, a trigger, an eviction."""
+    if obj is None:
+        return False
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(decision.EVICTED_FROM) or annotations.get(decision.TRIGGERED)
+                or decision.evicted_clusters(obj))
+
+
+class FailbackController:
+    """Rebalances opted-in static-weight bindings back onto recovered clusters."""
+
+    def __init__(self, context: manager.Context) -> None:
+        term = context.term
+        self.term = term
+        self.api = term.api
+        self.clock = term.clock
+        self.window = context.options.failback.window
+        self.batch = context.options.failback.batch
+        self.metrics = context.metrics
+        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.clusters = term.informers.informer(resources.CLUSTERS)
+        self.seen_healthy: dict[str, datetime.datetime] = {}
+        """When each Cluster was first seen Ready and untainted (this term)."""
+        self.pending: dict[str, datetime.datetime] = {}
+        """Triggers written and not yet seen in the cache: key -> the trigger written."""
+        self.waiting: set[str] = set()
+        """Bindings with a failback due, waiting for a batch slot."""
+        self.lock = asyncio.Lock()
+        self.controller = reconcile.Controller(
+            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
+            settings=reconcile.ControllerSettings(workers=context.workers))
+        self.bindings.add_handler(self._on_binding)
+        self.cluster_bindings.add_handler(self._on_binding)
+        self.policies.add_handler(self._on_policy)
+        self.cluster_policies.add_handler(self._on_policy)
+        self.clusters.add_handler(self._on_cluster)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every cache has loaded."""
+        return all(c.synced for c in (self.bindings, self.cluster_bindings, self.policies,
+                                      self.cluster_policies, self.clusters))
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        for cache in (self.bindings, self.cluster_bindings, self.policies,
+                      self.cluster_policies, self.clusters):
+            await cache.wait_synced()
+        await self.controller.run()
+
+    # --- events -------------------------------------------------------------
+
+    def _all_bindings(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for store in (self.bindings.store, self.cluster_bindings.store):
+            for obj in list(store.values()):
+                yield binding.BindingRef.of(obj).key, obj
+
+    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = binding.BindingRef.of(obj).key
+        if event == "DELETED":
+            self.pending.pop(key, None)
+            self.waiting.discard(key)
+            self._free_slot()
+            return
+        if _interesting(obj) or _interesting(old):
+            self.controller.enqueue(key)
+        now = self.clock.now()
+        if old is not None and decision.in_flight(old, now) and not decision.in_flight(obj, now):
+            self._free_slot()
+
+    def _free_slot(self) -> None:
+        for key in sorted(self.waiting):
+            self.controller.enqueue(key)
+
+    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "MODIFIED" and decision.opted_in(obj) == decision.opted_in(old):
+            return
+        meta = obj.get("metadata") or {}
+        kind = "PropagationPolicy" if meta.get("namespace") else "ClusterPropagationPolicy"
+        wanted = f"{kind}/{meta['namespace']}/{meta['name']}" if meta.get("namespace") \
+            else f"{kind}/{meta['name']}"
+        for key, found in self._all_bindings():
+            if decision.policy_key(found) == wanted and _interesting(found):
+                self.controller.enqueue(key)
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        healthy = event != "DELETED" and decision.healthy(obj)
+        was = name in self.seen_healthy
+        if healthy and not was:
+            self.seen_healthy[name] = self.clock.now()
+        elif not healthy:
+            self.seen_healthy.pop(name, None)
+        if healthy == was and event == "MODIFIED":
+            return
+        for key, found in self._all_bindings():
+            if name in decision.record(found) or name in decision.evicted_clusters(found):
+                self.controller.enqueue(key)
+
+    # --- reconcile ----------------------------------------------------------
+
+    def _cached(self, ref: binding.BindingRef) -> dict[str, Any] | None:
+        if ref.cluster_scoped:
+            return self.cluster_bindings.store.get(ref.name)
+        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
+
+    def _policy(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        key = decision.policy_key(obj)
+        if key is None:
+            return None
+        parts = key.split("/")
+        if parts[0] == "PropagationPolicy":
+            return self.policies.store.get(f"{parts[1]}/{parts[2]}")
+        return self.cluster_policies.store.get(parts[1])
+
+    def _states(self, obj: Mapping[str, Any]) -> dict[str, decision.ClusterState]:
+        """The recorded (and newly evicted) clusters that exist, as :func:`decision.plan` needs."""
+        found: dict[str, decision.ClusterState] = {}
+        for name in {*decision.record(obj), *decision.evicted_clusters(obj)}:
+            cluster = self.clusters.store.get(name)
+            if cluster is None:
+                continue
+            try:
+                view = adapt.cluster_entry(cluster).view
+            except (meta.ValidationError, ValueError, TypeError, KeyError):
+                log.warning("Cluster %s cannot be read; failback to it waits", name)
+                continue
+            found[name] = decision.ClusterState(
+                view, decision.stable_since(cluster, self.seen_healthy.get(name)))
+        return found
+
+    def _in_flight(self, now: datetime.datetime, but: str) -> int:
+        count = 0
+        for key, obj in self._all_bindings():
+            if key == but:
+                continue
+            written = self.pending.get(key)
+            seen = ((obj.get("metadata") or {}).get("annotations") or {}).get(decision.TRIGGERED)
+            if written is not None and (seen == meta.format_time(written) or (
+                    now - written).total_seconds() >= decision.IN_FLIGHT_LIMIT):
+                self.pending.pop(key, None)  # the cache has caught up (or never will)
+                written = None
+            if written is not None or decision.in_flight(obj, now):
+                count += 1
+        return count
+
+    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+        """Record evictions, and fail back to clusters recovered for the whole window."""
+        ref = binding.BindingRef.parse(key)
+        obj = self._cached(ref)
+        for attempt in range(CONFLICT_ATTEMPTS):
+            if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self.waiting.discard(key)
+                return None
+            try:
+                return await self._reconcile(ref, obj)
+            except errors.NotFound:
+                return None
+            except errors.Conflict:
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+                try:  # changed since the cache saw it: decide again on the live binding
+                    obj = await self.api.get(binding_io.resource_of(ref), ref.name,
+                                             namespace=ref.namespace or None)
+                except errors.NotFound:
+                    return None
+        return None
+
+    async def _reconcile(self, ref: binding.BindingRef, obj: dict[str, Any]
+                         ) -> reconcile.Result | None:
+        key = ref.key
+        now = self.clock.now()
+        wanted = decision.opted_in(self._policy(obj))
+        verdict = decision.plan(obj, wanted, placement_of(obj), self._states(obj), now,
+                                self.window)
+        trigger: datetime.datetime | None = None
+        entries = verdict.record
+        waits = False
+        async with self.lock:
+            if verdict.due and key not in self.pending and not decision.in_flight(obj, now):
+                if self._in_flight(now, key) >= self.batch:
+                    log.info("binding %s: failback to %s waits for a slot (%d in flight)", key,
+                             ", ".join(verdict.due), self.batch)
+                    self.waiting.add(key)
+                    waits = True
+                else:
+                    trigger = decision.trigger_time(obj, now)
+                    entries = {c: t for c, t in verdict.record.items() if c not in verdict.due}
+            if trigger is None and not verdict.changed(obj):
+                return self._next(verdict, waits)
+            await self.api.patch(binding_io.resource_of(ref), ref.name,
+                                 decision.failback_patch(obj, entries, trigger),
+                                 namespace=ref.namespace or None)
+            if trigger is not None:
+                self.waiting.discard(key)
+                self.pending[key] = trigger
+        for cluster, why in verdict.dropped:
+            log.info("binding %s: failback record for %s dropped (%s)", key, cluster, why)
+        if trigger is not None:
+            self._report(ref, obj, verdict.due)
+        return self._next(verdict, waits)
+
+    @staticmethod
+    def _next(verdict: decision.Plan, waits: bool) -> reconcile.Result | None:
+        delays = [d for d in (verdict.wait, SLOT_RETRY if waits else None) if d is not None]
+        if not delays:
+            return None
+        return reconcile.Result(requeue_after=max(min(delays), 0.0))
+
+    def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
+                clusters: tuple[str, ...]) -> None:
+        resource = binding_io.resource_of(ref)
+        names = ", ".join(clusters)
+        self.metrics.failbacks.inc()
+        log.info("%s %s: failing back to %s", resource.kind, ref.key, names)
+        self.term.recorder.record(
+            {**obj, "apiVersion": resource.api_version, "kind": resource.kind}, "Normal",
+            EVENT_FAILBACK,
+            f"Cluster {names} has been Ready and untainted for {self.window:g}s: rescheduling "
+            "to restore the static weights.")

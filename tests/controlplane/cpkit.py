@@ -9,8 +9,8 @@ import pathlib
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import prometheus_client
 
@@ -18,8 +18,12 @@ from clusterhealth_controlplane import app, controllers, manager, metrics, optio
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import resources
+from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, waiting
+
+T = TypeVar("T")
+PROPAGATION = ("detector", "binding", "execution", "workStatus", "bindingStatus")
+"""The controllers that propagate templates (no failover)."""
 
 
 def unique(prefix: str) -> str:
@@ -128,3 +132,30 @@ def scheduler_process(env: environment.LocalEnvironment, python_env: dict[str, s
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 60.0,
+                     what: str = "condition") -> T:
+    """``check()``'s first truthy result; fail after ``timeout`` seconds, naming ``what``."""
+    try:
+        result: T = await waiting.eventually(check, timeout=timeout, interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{what}: {exc}") from None
+    return result
+
+
+@contextlib.asynccontextmanager
+async def running(cp: kube.ApiClient, names: Sequence[str] = PROPAGATION,
+                  failover: options.Options | None = None
+                  ) -> AsyncIterator[runner.ElectedController]:
+    """The selected controllers as the manager runs them (one term, election disabled)."""
+    async with running_manager(cp, names, failover=failover) as run:
+        yield run.replica
+
+
+async def get_or_none(api: kube.ApiClient, resource: resources.Resource, name: str,
+                      namespace: str | None = None) -> dict[str, Any] | None:
+    try:
+        return await api.get(resource, name, namespace=namespace)
+    except errors.NotFound:
+        return None

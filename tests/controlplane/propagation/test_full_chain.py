@@ -23,14 +23,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import cpkit
-import propkit
 import pytest
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
 
-CONTROLLERS = (*propkit.PROPAGATION, "clusterStatus")
+CONTROLLERS = (*cpkit.PROPAGATION, "clusterStatus")
 
 
 @pytest.fixture
@@ -74,7 +73,7 @@ async def reported(cp: kube.ApiClient, members: list[str],
                     and status.get("resourceSummary") and check(status)):
                 return False
         return True
-    await propkit.eventually(done, what="members reported Ready with APIs and resources")
+    await cpkit.eventually(done, what="members reported Ready with APIs and resources")
 
 
 async def member_replicas(env: environment.LocalEnvironment, namespace: str,
@@ -83,7 +82,7 @@ async def member_replicas(env: environment.LocalEnvironment, namespace: str,
     found: dict[str, int | None] = {}
     for member in env.members:
         async with env.client(member) as api:
-            obj = await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
+            obj = await cpkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
         if obj is None:
             found[member] = None
             continue
@@ -99,7 +98,7 @@ async def wait_members(env: environment.LocalEnvironment, namespace: str, name: 
                        expected: dict[str, int | None]) -> None:
     async def check() -> bool:
         return await member_replicas(env, namespace, name) == expected
-    await propkit.eventually(check, what=f"members running {expected}")
+    await cpkit.eventually(check, what=f"members running {expected}")
 
 
 async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
@@ -107,7 +106,7 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
         scheduler: subprocess.Popen[bytes]) -> None:
     env = workload_env
     name = f"nginx-{uuid.uuid4().hex[:6]}"
-    async with env.client() as cp, propkit.running(cp, CONTROLLERS):
+    async with env.client() as cp, cpkit.running(cp, CONTROLLERS):
         await reported(cp, env.members)
         namespace = f"demo-{uuid.uuid4().hex[:6]}"
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
@@ -126,7 +125,7 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
             obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)
             status = obj.get("status") or {}
             return status.get("availableReplicas") == 3 and status.get("readyReplicas") == 3
-        await propkit.eventually(template_available, what="template status: 3 available")
+        await cpkit.eventually(template_available, what="template status: 3 available")
         rb = await cp.get(resources.RESOURCE_BINDINGS, f"{name}-deployment",
                           namespace=namespace)
         scheduled = [c for c in rb["status"]["conditions"] if c["type"] == "Scheduled"]
@@ -177,7 +176,7 @@ async def test_dynamic_weights_divide_by_available_replicas_from_the_resource_su
     name = f"big-{uuid.uuid4().hex[:6]}"
     namespace = f"dyn-{uuid.uuid4().hex[:6]}"
     async with env.client() as cp, env.client("member1") as m1, \
-            propkit.running(cp, CONTROLLERS):
+            cpkit.running(cp, CONTROLLERS):
         await m1.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         await m1.create(resources.DEPLOYMENTS, filler(namespace), namespace=namespace)
         try:

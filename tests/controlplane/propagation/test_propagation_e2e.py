@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-import propkit
+import cpkit
 
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_core.kube import client as kube
@@ -50,7 +50,7 @@ async def schedule(cp: kube.ApiClient, namespace: str, name: str,
 async def available(env: environment.LocalEnvironment, member: str, namespace: str, name: str,
                     replicas: int) -> dict[str, Any] | None:
     async with env.client(member) as api:
-        obj = await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
+        obj = await cpkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace)
     if obj is None:
         return None
     status = obj.get("status") or {}
@@ -63,23 +63,23 @@ async def available(env: environment.LocalEnvironment, member: str, namespace: s
 async def test_a_deployment_is_propagated_divided_kept_and_removed(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = propkit.unique("web")
-    async with env.client() as cp, propkit.running(cp):
-        namespace = propkit.unique("prop")
+    name = cpkit.unique("web")
+    async with env.client() as cp, cpkit.running(cp):
+        namespace = cpkit.unique("prop")
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         await cp.create(resources.DEPLOYMENTS, deployment(name, namespace, 3),
                         namespace=namespace)
         await cp.create(resources.PROPAGATION_POLICIES, policy("pp", namespace, name),
                         namespace=namespace)
         rb = f"{name}-deployment"
-        await propkit.eventually(lambda: propkit.get_or_none(
+        await cpkit.eventually(lambda: cpkit.get_or_none(
             cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
         await schedule(cp, namespace, rb, {"member1": 1, "member2": 2})
 
         # one Work per cluster, in the execution namespaces, named as Karmada names them
         work = binding.work_name("Deployment", name, namespace)
         for member in ("member1", "member2"):
-            found = await propkit.eventually(lambda m=member: propkit.get_or_none(  # type: ignore[misc]
+            found = await cpkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
             assert found["metadata"]["annotations"][binding.RB_NAME] == rb
             assert found["metadata"]["annotations"][binding.RB_NAMESPACE] == namespace
@@ -89,9 +89,9 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                            for k in manifest["metadata"].get("labels") or {})
 
         # the members run 1 and 2 replicas, Ready
-        await propkit.eventually(lambda: available(env, "member1", namespace, name, 1),
+        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 1),
                                  what="member1 Deployment with 1 available")
-        await propkit.eventually(lambda: available(env, "member2", namespace, name, 2),
+        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 2),
                                  what="member2 Deployment with 2 available")
 
         # the Works report Applied and healthy status; the binding and the template sum it up
@@ -104,7 +104,7 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                     and len(statuses) == 1 and statuses[0]["health"] == "Healthy"
                     and statuses[0]["identifier"]["resource"] == "deployments")
         for member in ("member1", "member2"):
-            await propkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
+            await cpkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
                                      what=f"Work status in {member}")
 
         async def template_available(count: int) -> dict[str, Any] | None:
@@ -114,7 +114,7 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                     and status.get("observedGeneration") == obj["metadata"]["generation"]:
                 return obj
             return None
-        await propkit.eventually(lambda: template_available(3), what="template status 3")
+        await cpkit.eventually(lambda: template_available(3), what="template status 3")
 
         async def binding_aggregated() -> bool:
             obj = await cp.get(resources.RESOURCE_BINDINGS, rb, namespace=namespace)
@@ -124,13 +124,13 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
             return (sorted(items) == ["member1", "member2"]
                     and all(i["applied"] and i["health"] == "Healthy" for i in items.values())
                     and conditions.get("FullyApplied", {}).get("status") == "True")
-        await propkit.eventually(binding_aggregated, what="binding aggregatedStatus")
+        await cpkit.eventually(binding_aggregated, what="binding aggregatedStatus")
 
         # rebalanced when the scheduler's result changes
         await schedule(cp, namespace, rb, {"member1": 2, "member2": 1})
-        await propkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 2),
                                  what="member1 rebalanced to 2")
-        await propkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 1),
                                  what="member2 rebalanced to 1")
 
         # a member's Deployment deleted by hand comes back
@@ -140,34 +140,34 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
             await member2.delete(resources.DEPLOYMENTS, name, namespace=namespace)
 
             async def recreated() -> bool:
-                obj = await propkit.get_or_none(member2, resources.DEPLOYMENTS, name, namespace)
+                obj = await cpkit.get_or_none(member2, resources.DEPLOYMENTS, name, namespace)
                 return obj is not None and obj["metadata"]["uid"] != old_uid
-            await propkit.eventually(recreated, what="member2 Deployment re-created")
-        await propkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+            await cpkit.eventually(recreated, what="member2 Deployment re-created")
+        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 1),
                                  what="re-created Deployment available")
 
         # a hand edit of a field the Work sets is put back
         async with env.client("member1") as member1:
             await member1.patch(resources.DEPLOYMENTS, name, {"spec": {"replicas": 5}},
                                 namespace=namespace)
-        await propkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 2),
                                  what="member1 replicas put back to 2")
-        await propkit.eventually(lambda: template_available(3), what="template status 3 again")
+        await cpkit.eventually(lambda: template_available(3), what="template status 3 again")
 
         # template deleted: binding, Works and member Deployments gone
         await cp.delete(resources.DEPLOYMENTS, name, namespace=namespace)
 
         async def all_gone() -> bool:
-            if await propkit.get_or_none(cp, resources.RESOURCE_BINDINGS, rb, namespace):
+            if await cpkit.get_or_none(cp, resources.RESOURCE_BINDINGS, rb, namespace):
                 return False
             for member in ("member1", "member2"):
-                if await propkit.get_or_none(cp, resources.WORKS, work, f"karmada-es-{member}"):
+                if await cpkit.get_or_none(cp, resources.WORKS, work, f"karmada-es-{member}"):
                     return False
                 async with env.client(member) as api:
-                    if await propkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace):
+                    if await cpkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace):
                         return False
             return True
-        await propkit.eventually(all_gone, what="binding, Works and member objects gone")
+        await cpkit.eventually(all_gone, what="binding, Works and member objects gone")
 
 
 def raw_work(name: str, cluster: str, manifests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -189,8 +189,8 @@ async def ensure_namespace(api: kube.ApiClient, name: str) -> None:
 async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = propkit.unique("unserved")
-    async with env.client() as cp, propkit.running(cp, ("execution", "workStatus")):
+    name = cpkit.unique("unserved")
+    async with env.client() as cp, cpkit.running(cp, ("execution", "workStatus")):
         await ensure_namespace(cp, "karmada-es-member1")
         await cp.create(resources.WORKS, raw_work(name, "member1", [
             configmap(name, "default"),
@@ -204,26 +204,26 @@ async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
                 if c["type"] == "Applied" and c["status"] == "False":
                     return dict(c)
             return None
-        condition = await propkit.eventually(failed, what="Applied=False")
+        condition = await cpkit.eventually(failed, what="Applied=False")
         assert condition["reason"] == "AppliedFailed"
         assert "member1 does not serve Widget (example.io/v1)" in condition["message"]
         async with env.client("member1") as member1:
-            assert await propkit.get_or_none(member1, resources.CONFIGMAPS, name,
+            assert await cpkit.get_or_none(member1, resources.CONFIGMAPS, name,
                                              "default") is None  # nothing half-applied
         await cp.delete(resources.WORKS, name, namespace="karmada-es-member1")
-        await propkit.eventually(lambda: _gone(cp, name, "karmada-es-member1"),
+        await cpkit.eventually(lambda: _gone(cp, name, "karmada-es-member1"),
                                  what="Work deleted")
 
 
 async def _gone(cp: kube.ApiClient, name: str, namespace: str) -> bool:
-    return await propkit.get_or_none(cp, resources.WORKS, name, namespace) is None
+    return await cpkit.get_or_none(cp, resources.WORKS, name, namespace) is None
 
 
 async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_gone(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = propkit.unique("ghost")
-    async with env.client() as cp, propkit.running(cp, ("execution",)):
+    name = cpkit.unique("ghost")
+    async with env.client() as cp, cpkit.running(cp, ("execution",)):
         await cp.create(resources.CLUSTERS, {
             "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
             "metadata": {"name": name},
@@ -236,7 +236,7 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
         async def finalized() -> bool:
             obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
             return binding.EXECUTION_FINALIZER in obj["metadata"].get("finalizers", [])
-        await propkit.eventually(finalized, what="finalizer on the Work")
+        await cpkit.eventually(finalized, what="finalizer on the Work")
         await cp.delete(resources.WORKS, name, namespace=f"karmada-es-{name}")
         # the member cannot be reached: the Work waits (the probe times out quickly)
         for _ in range(3):
@@ -245,5 +245,5 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
             assert binding.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
             await asyncio.sleep(1.0)
         await cp.delete(resources.CLUSTERS, name)
-        await propkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
+        await cpkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
                                  what="Work gone with its Cluster")

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from clusterhealth_controlplane import controllers
+from clusterhealth_controlplane import controllers, options
 from clusterhealth_controlplane import settings as manager_settings
 from clusterhealth_controlplane.scheduler import plugins
 from clusterhealth_controlplane.webhook import decision, metrics, server
@@ -228,26 +228,40 @@ def _leader_args(name: str) -> list[str]:
             f"--leader-elect-resource-namespace={NAMESPACE}"]
 
 
+FAILOVER_DEFAULTS = [
+    "--cluster-status-update-frequency=10s", "--cluster-success-threshold=30s",
+    "--cluster-failure-threshold=30s", "--cluster-monitor-grace-period=40s",
+    "--failover-eviction-timeout=5m", "--graceful-eviction-timeout=10m",
+    "--eviction-rate=0.5", "--secondary-eviction-rate=0.1",
+    "--unhealthy-cluster-threshold=0.55", "--failback-stabilization-window=5m"]
+
+
 def test_deployment_args(render: Render) -> None:
     documents = render()
     assert _container(documents, MANAGER)["args"] == [
-        "--controllers=*", "--resync-period=5m", "--workers=4", "--event-namespace=default",
-        "--healthz-port=10357", *_leader_args(MANAGER)]
+        "--controllers=*", "--resync-period=5m", *FAILOVER_DEFAULTS, "--workers=4",
+        "--event-namespace=default", "--healthz-port=10357", *_leader_args(MANAGER)]
     assert _container(documents, SCHEDULER)["args"] == [
         "--plugins=*", "--workers=8", "--event-namespace=default", "--healthz-port=10351",
         *_leader_args(SCHEDULER)]
+
+
+def _kubeconfig(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A kubeconfig the settings loaders accept (nothing connects to it)."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
 
 
 def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Path) -> None:
     """Every flag the chart passes is one the component parses (and validates)."""
     documents = render({"controllerManager": {"controllers": "*,-execution"}})
     args = _container(documents, MANAGER)["args"]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig = _kubeconfig(tmp_path)
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
     assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
@@ -260,7 +274,34 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
     scheduler_flags = {a.split("=", 1)[0] for a in _container(documents, SCHEDULER)["args"]}
     manager_flags = {a.split("=", 1)[0] for a in args}
     assert scheduler_flags - manager_flags == {"--plugins"}
-    assert manager_flags - scheduler_flags == {"--controllers", "--resync-period"}
+    assert manager_flags - scheduler_flags == {"--controllers", "--resync-period"} | {
+        a.split("=", 1)[0] for a in FAILOVER_DEFAULTS}
+    # the chart's failover defaults are the component's own
+    assert loaded.options == options.Options()
+
+
+def test_failover_values_become_the_flags(render: Render, tmp_path: pathlib.Path) -> None:
+    documents = render({"controllerManager": {"failover": {
+        "failureThreshold": "1m", "evictionRate": 0, "secondaryEvictionRate": 0,
+        "unhealthyClusterThreshold": 0.4, "failbackWindow": "90s"}}})
+    args = _container(documents, MANAGER)["args"]
+    kubeconfig = _kubeconfig(tmp_path)
+    loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
+                                   environ={"POD_NAMESPACE": NAMESPACE})
+    assert loaded.options.health.failure_threshold == 60.0
+    assert loaded.options.health.success_threshold == 30.0  # the others keep their defaults
+    assert loaded.options.eviction.rate == 0.0
+    assert loaded.options.eviction.secondary_rate == 0.0
+    assert loaded.options.eviction.unhealthy_cluster_threshold == 0.4
+    assert loaded.options.failback.window == 90.0
+
+
+@pytest.mark.parametrize("failover", [
+    {"failureThreshold": "-5s"}, {"evictionTimeout": "0s"}, {"evictionRate": -1},
+    {"unhealthyClusterThreshold": 0}, {"unhealthyClusterThreshold": 1.5}, {"typo": "1m"}])
+def test_bad_failover_values_are_refused(render_error: Callable[..., str],
+                                         failover: dict[str, Any]) -> None:
+    assert "failover" in render_error({"controllerManager": {"failover": failover}})
 
 
 def test_deployment_args_follow_values(render: Render) -> None:
@@ -469,7 +510,7 @@ def test_schema_is_draft_07_and_closed() -> None:
 
 
 def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 70
+    assert len((CHART / "values.yaml").read_text().splitlines()) <= 75
 
 
 # --- RBAC ------------------------------------------------------------------------------

@@ -146,6 +146,11 @@ MANAGER_MAY = [
     ("get", "secrets", SECRETS_NAMESPACE, "member1"),
     ("create", "leases.coordination.k8s.io", NAMESPACE, ""),
     ("update", "leases.coordination.k8s.io", NAMESPACE, MANAGER),
+    # the failover controllers
+    ("update", "resourcebindings.work.karmada.io", "app", "x"),            # taintManager
+    ("update", "clusterresourcebindings.work.karmada.io", "", "x"),        # taintManager
+    ("patch", "clusters.cluster.karmada.io", "", "member1"),               # clusterTaint
+    ("watch", "clustertaintpolicies.policy.karmada.io", "", ""),           # clusterTaint
 ]
 MANAGER_MUST_NOT = [
     ("delete", "clusters.cluster.karmada.io", "", "member1"),
@@ -153,7 +158,7 @@ MANAGER_MUST_NOT = [
     ("create", "propagationpolicies.policy.karmada.io", "app", ""),
     ("update", "leases.coordination.k8s.io", SECRETS_NAMESPACE, "member1"),
     ("delete", "propagationpolicies.policy.karmada.io", "app", "pp"),
-    ("update", "resourcebindings.work.karmada.io", "app", "x"),
+    ("patch", "clustertaintpolicies.policy.karmada.io", "", "p"),
     ("deletecollection", "works.work.karmada.io", "karmada-es-member1", ""),
     ("delete", "namespaces", "", "app"),
     ("get", "namespaces", "", "app"),

@@ -552,12 +552,13 @@ def _expected_manager(templates: bool = True) -> set[Grant]:
         | _grants("", "policy.karmada.io",
                   "propagationpolicies/status clusterpropagationpolicies/status", "patch update")
         | _grants("", "work.karmada.io", "resourcebindings clusterresourcebindings",
-                  "get list watch create patch delete")
+                  "get list watch create patch update delete")
         | _grants("", "work.karmada.io",
                   "resourcebindings/status clusterresourcebindings/status", "patch")
         | _grants("", "work.karmada.io", "works", "get list watch create patch update delete")
         | _grants("", "work.karmada.io", "works/status", "patch")
-        | _grants("", "cluster.karmada.io", "clusters", "get list watch")
+        | _grants("", "cluster.karmada.io", "clusters", "get list watch patch")
+        | _grants("", "policy.karmada.io", "clustertaintpolicies", "get list watch")
         | _grants("", "cluster.karmada.io", "clusters/status", "patch update")
         | _grants("karmada-cluster", "coordination.k8s.io", "leases", "get list watch")
         | _grants("", "", "namespaces", "create")

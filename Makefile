@@ -35,6 +35,7 @@ bench: setup
 	$(PY) -m bench.scheduler --markdown docs/benchmarks.md
 	$(PY) -m bench.propagation --markdown docs/benchmarks.md
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
+	$(PY) -m bench.failover --markdown docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

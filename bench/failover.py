@@ -97,6 +97,30 @@ async def until(check: Any, timeout: float, what: str) -> None:
         raise SystemExit(f"bench.failover: {what} not reached within {timeout:.0f} s") from None
 
 
+async def diagnose(cp: kube.ApiClient, m1: kube.ApiClient, m2: kube.ApiClient,
+                   name: str) -> str:
+    """What the run saw when the split was not reached (for the error message)."""
+    lines = [f"bench.failover: {name}: the 1:2 split not reached"]
+    for label, api in (("member1", m1), ("member2", m2)):
+        try:
+            obj = await api.get(resources.DEPLOYMENTS, name, namespace=NAMESPACE)
+            lines.append(f"  {label} Deployment: spec.replicas {obj['spec'].get('replicas')}, "
+                         f"status {obj.get('status')}")
+        except errors.KubeError as exc:
+            lines.append(f"  {label} Deployment: {exc}")
+        nodes = await api.list(resources.NODES)
+        lines.append(f"  {label} Nodes: " + ", ".join(
+            f"{n['metadata']['name']} " + str([(c['type'], c['status'])
+                                               for c in n['status'].get('conditions', [])
+                                               if c['type'] == 'Ready'])
+            for n in nodes["items"]))
+    rb = await cp.get(resources.RESOURCE_BINDINGS, f"{name}-deployment", namespace=NAMESPACE)
+    lines.append(f"  binding spec.clusters {rb['spec'].get('clusters')}, tasks "
+                 f"{rb['spec'].get('gracefulEvictionTasks')}, conditions "
+                 f"{(rb.get('status') or {}).get('conditions')}")
+    return "\n".join(lines)
+
+
 async def member1_back(cp: kube.ApiClient) -> bool:
     cluster = await cp.get(resources.CLUSTERS, "member1")
     ready = [c for c in (cluster.get("status") or {}).get("conditions") or []
@@ -109,13 +133,19 @@ async def one_round(env: environment.LocalEnvironment, cp: kube.ApiClient, index
                     timers: Timers, timeout: float) -> float:
     """Seconds from member1 stopped until member2 runs all 3 replicas."""
     name = f"f{index:03d}"
+    async with env.client("member1") as m1:  # its own parts come back from the last restart
+        recovered = await workloads.wait_runs_pods(m1)
+    takeover.progress(f"member1 runs Pods again ({recovered:.1f} s)")
     await cp.create(resources.PROPAGATION_POLICIES, policy(name, timers), namespace=NAMESPACE)
     await cp.create(resources.DEPLOYMENTS, propagation.deployment(name), namespace=NAMESPACE)
     async with env.client("member1") as m1, env.client("member2") as m2:
         async def split() -> bool:
             return (await replicas_available(m1, name) == 1
                     and await replicas_available(m2, name) == 2)
-        await until(split, timeout, "the 1:2 split")
+        try:
+            await until(split, timeout, "the 1:2 split")
+        except SystemExit:
+            raise SystemExit(await diagnose(cp, m1, m2, name)) from None
         began = time.monotonic()
         await env.stop_server("member1", kill=True)  # gone at once, as a crashed API server
         try:
@@ -188,7 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{timers.failure_threshold:.0f} s + eviction timeout "
             f"{timers.eviction_timeout:.0f} s + toleration {timers.toleration} s. What is "
             f"left includes up to one probe period ({timers.update_frequency} s) and the "
-            "member's own Deployment controller, scheduler and kwok starting 2 Pods.",
+            "member's own Deployment controller, scheduler and kwok starting 2 Pods. "
+            "Taints carry whole-second times (`timeAdded`, like Karmada's metav1.Time), so "
+            "the eviction timeout and the toleration count from a time rounded down by up "
+            "to 1 s each: a round can finish before the timers' sum (negative values). "
+            "member1 (killed, then started again) is checked to run a new Pod before each "
+            "round (its own parts come back at client-go's watch backoff).",
         ]
         command = report.command_line("bench.failover", args)
         report.write_section(options.markdown, SECTION_TITLE,

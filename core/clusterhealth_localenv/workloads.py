@@ -199,3 +199,43 @@ async def wait_nodes_ready(api: kube.ApiClient, names: Sequence[str], timeout: f
             raise processes.StartError(
                 f"Nodes {', '.join(sorted(waiting))} not Ready after {timeout}s:\n{tails}")
         await asyncio.sleep(0.2)
+
+
+PROBE_NAMESPACE = "clusterhealth-probe"
+
+
+async def wait_runs_pods(api: kube.ApiClient, timeout: float = 240.0) -> float:
+    """Until the member runs a new Pod again; returns how long that took.
+
+    After its API server was stopped and started, a member's own
+    kube-controller-manager, kube-scheduler and kwok come back at the pace of
+    client-go's watch backoff (0.8 s doubling to 30 s, reset only after two
+    quiet minutes), so after a few restarts in a row a new Deployment can wait
+    a minute or more.  Tests and benchmarks that restart a member call this
+    before relying on it again: a 1-replica Deployment in its own namespace,
+    created, waited for until available, and deleted.
+    """
+    began = time.monotonic()
+    with contextlib.suppress(errors.Conflict):
+        await api.create(resources.NAMESPACES, {"metadata": {"name": PROBE_NAMESPACE}})
+    name = f"probe-{int(time.time() * 1000) % 10**9}"
+    labels = {"app": name}
+    await api.create(resources.DEPLOYMENTS, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": PROBE_NAMESPACE},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                     {"name": "probe", "image": "registry.k8s.io/pause:3.10"}]}}}},
+        namespace=PROBE_NAMESPACE)
+    try:
+        while True:
+            obj = await api.get(resources.DEPLOYMENTS, name, namespace=PROBE_NAMESPACE)
+            if (obj.get("status") or {}).get("availableReplicas") == 1:
+                return time.monotonic() - began
+            if time.monotonic() - began > timeout:
+                raise processes.StartError(
+                    f"the member ran no new Pod within {timeout:.0f} s: {obj.get('status')}")
+            await asyncio.sleep(0.5)
+    finally:
+        await api.delete(resources.DEPLOYMENTS, name, namespace=PROBE_NAMESPACE,
+                         missing_ok=True)

@@ -32,7 +32,7 @@ import pytest
 from clusterhealth_controlplane import controllers, options
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import environment
+from clusterhealth_localenv import environment, workloads
 
 NOT_READY = "cluster.karmada.io/not-ready"
 UNREACHABLE = "cluster.karmada.io/unreachable"
@@ -189,6 +189,8 @@ async def run_demo(env: environment.LocalEnvironment, *, failback: bool) -> None
             line = await fail_over(env, cp, namespace, name)
         finally:
             await env.start_server("member1")
+            async with env.client("member1") as member1:  # leave it as found: running Pods
+                await workloads.wait_runs_pods(member1)
         # the order of the chain, and nothing before its timer
         steps = ["ready-false", "noschedule", "noexecute", "evicted", "member2-runs-3"]
         assert all(s in line.seen for s in steps), line.seen

@@ -55,16 +55,6 @@ def scheduler(workload_env: environment.LocalEnvironment, python_env: dict[str, 
         yield proc
 
 
-def deployment(name: str, namespace: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 3, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                         {"name": "web", "image": "nginx:1.27",
-                          "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
-
-
 def policy(name: str, namespace: str, *, failback: bool) -> dict[str, Any]:
     """Seed 000's policy: Divided 1:2 over member1/member2, tolerating failures briefly."""
     annotations = {FAILBACK_ANNOTATION: "true"} if failback else {}
@@ -180,7 +170,8 @@ async def run_demo(env: environment.LocalEnvironment, *, failback: bool) -> None
     async with env.client() as cp, cpkit.running_manager(cp, EVERY_CONTROLLER,
                                                          failover=TIMERS) as running:
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-        await cp.create(resources.DEPLOYMENTS, deployment(name, namespace), namespace=namespace)
+        await cp.create(resources.DEPLOYMENTS, cpkit.deployment(name, namespace),
+                        namespace=namespace)
         await cp.create(resources.PROPAGATION_POLICIES, policy(name, namespace,
                                                                failback=failback),
                         namespace=namespace)

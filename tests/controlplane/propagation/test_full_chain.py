@@ -39,16 +39,6 @@ def scheduler(workload_env: environment.LocalEnvironment, python_env: dict[str, 
         yield proc
 
 
-def deployment(name: str, namespace: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 3, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                         {"name": "web", "image": "nginx:1.27",
-                          "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
-
-
 def divided(weights: dict[str, int]) -> dict[str, Any]:
     return {"clusterAffinity": {"clusterNames": list(weights)},
             "replicaScheduling": {
@@ -110,7 +100,8 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
         await reported(cp, env.members)
         namespace = f"demo-{uuid.uuid4().hex[:6]}"
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-        await cp.create(resources.DEPLOYMENTS, deployment(name, namespace), namespace=namespace)
+        await cp.create(resources.DEPLOYMENTS, cpkit.deployment(name, namespace),
+                        namespace=namespace)
         policy = {"apiVersion": resources.PROPAGATION_POLICIES.api_version,
                   "kind": "PropagationPolicy",
                   "metadata": {"name": "nginx-propagation", "namespace": namespace},
@@ -151,7 +142,7 @@ FILLER = "capacity-filler"
 
 def filler(namespace: str) -> dict[str, Any]:
     """Four Pods of 2 CPUs each, run in member1 directly (not propagated)."""
-    return sized(deployment(FILLER, namespace), replicas=4, cpu="2")
+    return sized(cpkit.deployment(FILLER, namespace), replicas=4, cpu="2")
 
 
 def sized(obj: dict[str, Any], replicas: int, cpu: str) -> dict[str, Any]:
@@ -193,7 +184,7 @@ async def test_dynamic_weights_divide_by_available_replicas_from_the_resource_su
                 assert status["resourceSummary"]["allocatable"] == {
                     "cpu": "16", "memory": "64Gi", "pods": "220"}
             await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-            template = sized(deployment(name, namespace), replicas=6, cpu="2")
+            template = sized(cpkit.deployment(name, namespace), replicas=6, cpu="2")
             await cp.create(resources.PROPAGATION_POLICIES, {
                 "apiVersion": resources.PROPAGATION_POLICIES.api_version,
                 "kind": "PropagationPolicy",

@@ -18,6 +18,7 @@ from typing import Any
 
 import cpkit
 import prometheus_client
+import pytest
 
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.failback import decision
@@ -33,7 +34,19 @@ CONTROLLERS = ("detector", "binding", "execution", "workStatus", "bindingStatus"
                "taintManager", "gracefulEviction", "failback")
 APIS = [{"groupVersion": "apps/v1", "resources": [{"name": "deployments", "kind": "Deployment"}]}]
 STATUS_MANAGER = "test-failback-e2e"
-TAINT = {"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}
+TAINT = {"key": "example.com/failed", "effect": "NoExecute"}
+"""A failure as a ClusterTaintPolicy would mark it (Ready stays True, so the member's copy
+can be removed; Karmada's not-ready taint on a Ready Cluster is on its way out and evicts
+nothing)."""
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[environment.LocalEnvironment]:
+    """Members of its own: this test writes the members' Cluster conditions and taints,
+    which must neither come from nor reach other tests of the shared environment."""
+    config = environment.EnvironmentConfig(members=("member1", "member2"))
+    async with environment.LocalEnvironment(config) as local:
+        yield local
 
 
 def now() -> str:

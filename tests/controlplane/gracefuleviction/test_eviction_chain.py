@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import AsyncIterator
 from typing import Any
 
 import cpkit
+import pytest
 
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.binding import decision as binding
@@ -27,6 +29,15 @@ from clusterhealth_localenv import environment, waiting
 
 CHAIN = ("binding", "execution", "workStatus", "bindingStatus", "gracefulEviction")
 STATUS_MANAGER = "test-eviction-chain"
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[environment.LocalEnvironment]:
+    """Members of its own: this test writes the members' Cluster conditions and taints,
+    which must neither come from nor reach other tests of the shared environment."""
+    config = environment.EnvironmentConfig(members=("member1", "member2"))
+    async with environment.LocalEnvironment(config) as local:
+        yield local
 
 
 def now(seconds: float = 0.0) -> str:

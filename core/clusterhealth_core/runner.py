@@ -42,6 +42,7 @@ def main(
     """Exit 2 on bad flags or files, 1 when the component cannot start, 0 on shutdown."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_http_libraries()
     try:
         parsed = load(sys.argv[1:] if argv is None else argv)
     except settings.SettingsError as exc:
@@ -53,6 +54,12 @@ def main(
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def quiet_http_libraries() -> None:
+    """Keep httpx/httpcore's per-request INFO lines out of the log (a probe every 5 s each)."""
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 async def run_until_signalled(work: Coroutine[Any, Any, None],

@@ -124,8 +124,10 @@ class ExecutionController:
             await self._condition(work, False, f"cluster {cluster_name} does not exist")
             return reconcile.Result(requeue_after=RETRY_REFUSED)
         if decision.ready(cluster) is False:
-            log.info("Work %s: cluster %s is not ready; not syncing it until it is", key,
-                     cluster_name)
+            # debug: one line per Work per retry while a member is down is a flood; the
+            # Cluster's Ready condition and the Work's Applied condition say it already
+            log.debug("Work %s: cluster %s is not ready; not syncing it until it is", key,
+                      cluster_name)
             return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
         if not decision.has_finalizer(work):
             await self.api.apply(resources.WORKS, {"metadata": {

@@ -295,13 +295,16 @@ class Informer:
         """List and watch forever (until cancelled); never dies of an error."""
         self._started_at = self.clock.monotonic()
         failures = 0
+        quiet = FailureLog()
         while True:
             started = self.clock.monotonic()
             try:
                 if not self.resource_version:
                     self.resource_version = await self._relist()
                     self._synced.set()
+                    quiet.recovered(self.name, "listed")
                 await self._watch()
+                quiet.recovered(self.name, "watching")
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0
                 continue
@@ -320,20 +323,50 @@ class Informer:
                 self._failed(exc.__class__.__name__, str(exc))
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0
-                if isinstance(exc, errors.KubeError | OSError | TimeoutError):
-                    log.warning("informer %s: %s", self.name, exc)
-                else:
+                if not isinstance(exc, errors.KubeError | OSError | TimeoutError):
                     log.exception("informer %s: unexpected error", self.name)
+                    quiet.failed(f"unexpected: {exc}")
+                elif quiet.failed(str(exc)):
+                    log.warning("informer %s: %s (attempt %d; the same error is logged again "
+                                "at attempts 2, 4, 8, ... or when it changes)", self.name, exc,
+                                quiet.attempts)
             delay = self.settings.backoff.delay(min(failures, 16))
             failures += 1
-            log.info("informer %s: retrying in %.1fs (attempt %d, %s)", self.name, delay,
-                     failures, "resuming the watch" if self.resource_version else "listing")
+            log.debug("informer %s: retrying in %.1fs (attempt %d, %s)", self.name, delay,
+                      failures, "resuming the watch" if self.resource_version else "listing")
             await self.clock.sleep(delay)
 
     def _failed(self, kind: str, message: str) -> None:
         self._last_error = f"{kind}: {message}"[:300]
         if self.metrics is not None:
             self.metrics.failures.labels(self.resource.plural, kind).inc()
+
+
+class FailureLog:
+    """Which failures of a retried call to log, so that an outage is a few lines, not a flood.
+
+    A member that is down for an hour makes every informer on it fail at each backoff
+    step; the first failure, every power-of-two attempt and any new error message are
+    logged, the rest only counted (the failure metric counts all), and the first success
+    after failures says how many there were.
+    """
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self._last = ""
+
+    def failed(self, message: str) -> bool:
+        """Count one failure; True when this one should be logged."""
+        self.attempts += 1
+        changed, self._last = message != self._last, message
+        return changed or self.attempts & (self.attempts - 1) == 0
+
+    def recovered(self, name: str, what: str) -> None:
+        """After failures: log once that ``name`` works again, and start counting anew."""
+        if self.attempts:
+            log.info("informer %s: %s again after %d failed attempts", name, what,
+                     self.attempts)
+        self.attempts, self._last = 0, ""
 
 
 def _version(obj: Mapping[str, Any]) -> Any:

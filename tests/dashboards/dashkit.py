@@ -259,3 +259,17 @@ def rule_file(expressions: Iterable[Expression]) -> dict[str, Any]:
     rules = [{"record": f"clusterhealth_check:expression_{index}", "expr": e.promql}
              for index, e in enumerate(expressions)]
     return {"groups": [{"name": "clusterhealth-dashboards-and-alerts", "rules": rules}]}
+
+
+def panel_expression(chart: str, title: str, ref: str = "A") -> Expression:
+    """The expression of one target of a chart's dashboard, by panel title and refId."""
+    (path,) = [p for p in DASHBOARDS if p.parent.parent.name == chart]
+    dashboard = load(path)
+    variables = frozenset(str(v["name"]) for v in template_variables(dashboard))
+    for panel in panels(dashboard):
+        if panel.get("title") == title:
+            for target in panel.get("targets") or []:
+                if target.get("refId") == ref:
+                    return Expression(f"{path.name} {title!r} {ref}", str(target["expr"]),
+                                      variables)
+    raise KeyError(f"no panel {title!r} with target {ref} in {path}")

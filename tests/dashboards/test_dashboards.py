@@ -39,6 +39,25 @@ def test_every_component_chart_ships_a_dashboard() -> None:
     assert charts == sorted(dashkit.DASHBOARD_CHARTS)
 
 
+ASKED_FOR = {
+    # issue 11: what people look at, per dashboard
+    "agent": ["Probe success ratio", "Probe latency (p90)", "Cluster conditions over time",
+              "Node conditions over time"],
+    "remedy": ["Actions per cluster over time", "Which Remedy acts where"],
+    "mci-provider": ["Blocked clusters per MCI", "Backends receiving traffic",
+                     "Fail-open per MCI"],
+    "controlplane": ["Ready clusters", "Ready per cluster", "Taints per cluster", "Evictions",
+                     "Scheduling latency"],
+}
+
+
+@pytest.mark.parametrize("chart", sorted(ASKED_FOR))
+def test_the_panels_asked_for_are_there(chart: str) -> None:
+    (path,) = [p for p in dashkit.DASHBOARDS if p.parent.parent.name == chart]
+    titles = {p["title"] for p in _data_panels(dashkit.load(path))}
+    assert set(ASKED_FOR[chart]) <= titles
+
+
 def test_uids_and_titles_are_unique() -> None:
     dashboards = [_dashboard(name) for name in NAMES]
     uids = [d["uid"] for d in dashboards]

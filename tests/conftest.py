@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import sys
 from collections.abc import AsyncIterator
 
@@ -24,6 +25,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_localenv import environment, workloads
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+PROMTOOL = pathlib.Path("/usr/bin/promtool")
 
 
 @pytest.fixture(scope="session")
@@ -128,3 +130,14 @@ def python_env() -> dict[str, str]:
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """promtool, from Debian's ``prometheus`` package (the bootstrap installs it): missing,
+    the tests that need it fail, never skip."""
+    found = str(PROMTOOL) if PROMTOOL.exists() else shutil.which("promtool")
+    if not found:
+        pytest.fail(f"promtool not found at {PROMTOOL} or on PATH: install Debian's "
+                    "'prometheus' package (scripts/bootstrap.sh does)")
+    return found

@@ -43,7 +43,8 @@ class Agent:
         self.control_plane_api = control_plane_api
         self.clock = clock
         self.registry = registry
-        self.metrics = metrics.AgentMetrics(registry, settings.cluster_name)
+        self.metrics = metrics.AgentMetrics(registry, settings.cluster_name,
+                                            settings.node_name)
         self.probe_metrics = base.ProbeMetrics(registry)
         thresholds = hysteresis.Thresholds(settings.failure_threshold, settings.success_threshold)
         self.filters = {p.condition_type: hysteresis.Filter(thresholds) for p in probes}

@@ -8,10 +8,17 @@ STATUSES = ("True", "False", "Unknown")
 
 
 class AgentMetrics:
-    """Node and cluster state, leadership and reporting health."""
+    """Who this pod is, node and cluster state, leadership and reporting health."""
 
-    def __init__(self, registry: prometheus_client.CollectorRegistry, cluster: str) -> None:
+    def __init__(self, registry: prometheus_client.CollectorRegistry, cluster: str,
+                 node: str) -> None:
         self.cluster = cluster
+        self.info = prometheus_client.Gauge(
+            "clusterhealth_agent_info",
+            "Always 1: the cluster and node this pod probes (the probe series have neither "
+            "label; dashboards join them on the pod's target labels).",
+            ["cluster", "node"], registry=registry,
+        )
         self.node_condition = prometheus_client.Gauge(
             "clusterhealth_agent_node_condition",
             "1 for the status this node currently reports for a condition type.",
@@ -36,6 +43,7 @@ class AgentMetrics:
             "Unix time of the leader's last successful write to the control plane.",
             ["cluster"], registry=registry,
         )
+        self.info.labels(cluster, node).set(1)
         self.is_leader.labels(cluster).set(0)
         for target in ("control-plane", "node"):
             self.report_errors.labels(target)

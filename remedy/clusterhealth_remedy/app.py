@@ -38,7 +38,7 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
             leader_gauge=remedy_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(controller.COMPONENT, settings.event_namespace),
-            on_stop=remedy_metrics.active_actions.clear,
+            on_stop=remedy_metrics.clear,
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port, tls=settings.tls)

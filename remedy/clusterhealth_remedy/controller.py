@@ -214,6 +214,7 @@ class RemedyController:
             gone = self.decisions.remove(name)
             if gone is not None:
                 self.metrics.set_actions(name, gone.actions, ())
+                self.metrics.set_sources(name, {})
                 for match in gone.matches:
                     self.remedy_controller.enqueue(match.remedy)
             self._queue_remedies_naming(name)
@@ -291,6 +292,7 @@ class RemedyController:
         previous = self.decisions.put(result)
         self.metrics.set_actions(name, previous.actions if previous else tuple(before),
                                  result.actions)
+        self.metrics.set_sources(name, result.sources)
         if previous is None or previous.matches != result.matches:
             touched = {m.remedy for m in result.matches}
             touched |= {m.remedy for m in previous.matches} if previous else set()

@@ -8,6 +8,8 @@ are what only the Remedy controller knows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import prometheus_client
 
 KIND_CLUSTER = "Cluster"
@@ -15,7 +17,7 @@ KIND_REMEDY = "Remedy"
 
 
 class RemedyMetrics:
-    """Active actions, evaluations, rejected status writes, leadership."""
+    """Active actions and the Remedies behind them, evaluations, rejected writes, leadership."""
 
     def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
         self.active_actions = prometheus_client.Gauge(
@@ -23,6 +25,14 @@ class RemedyMetrics:
             "1 for each remedy action currently written on a Cluster.",
             ["cluster", "action"], registry=registry,
         )
+        self.action_sources = prometheus_client.Gauge(
+            "clusterhealth_remedy_action_sources",
+            "1 for each Remedy that requires an action on a Cluster, as decided (what "
+            "status.remedyActionSources holds where the server declares that field).",
+            ["cluster", "action", "remedy"], registry=registry,
+        )
+        self._sources: dict[str, frozenset[tuple[str, str]]] = {}
+        """Cluster to the (action, Remedy) series this process exports for it."""
         self.evaluations = prometheus_client.Counter(
             "clusterhealth_remedy_evaluations",
             "Evaluations of a Cluster against the Remedies.",
@@ -47,3 +57,20 @@ class RemedyMetrics:
             self.active_actions.remove(cluster, action)  # absent series: a no-op
         for action in after:
             self.active_actions.labels(cluster, action).set(1)
+
+    def set_sources(self, cluster: str, sources: Mapping[str, Iterable[str]]) -> None:
+        """Make a cluster's action-source series ``sources`` (action to Remedy names)."""
+        after = frozenset((action, remedy) for action, remedies in sources.items()
+                          for remedy in remedies)
+        for action, remedy in self._sources.pop(cluster, frozenset()) - after:
+            self.action_sources.remove(cluster, action, remedy)
+        for action, remedy in after:
+            self.action_sources.labels(cluster, action, remedy).set(1)
+        if after:
+            self._sources[cluster] = after
+
+    def clear(self) -> None:
+        """Drop every per-Cluster series (leadership lost: another replica reports them)."""
+        self.active_actions.clear()
+        self.action_sources.clear()
+        self._sources.clear()

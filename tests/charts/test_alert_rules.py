@@ -1,14 +1,14 @@
 """The agent's alert rules (charts/agent/files/alerts.yaml), checked and unit-tested by promtool.
 
 promtool comes from Debian's ``prometheus`` package, which the bootstrap
-installs; without it these tests fail, never skip.
+installs; without it these tests fail, never skip (the ``promtool`` fixture of
+tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import pathlib
 import re
-import shutil
 import subprocess
 from typing import Any
 
@@ -20,7 +20,6 @@ CHART = ROOT / "charts" / "agent"
 ALERTS = CHART / "files" / "alerts.yaml"
 ALERT_TESTS = CHART / "tests" / "alerts_test.yaml"
 RUNBOOKS = ROOT / "docs" / "agent-alerts.md"
-PROMTOOL = pathlib.Path("/usr/bin/promtool")
 
 # What the alerts promise (severity, for): docs/agent-alerts.md describes the same.
 EXPECTED = {
@@ -32,15 +31,6 @@ EXPECTED = {
     "ClusterHealthAgentNoLeader": ("critical", "2m"),
     "ClusterHealthAgentNotScraped": ("warning", "10m"),
 }
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = str(PROMTOOL) if PROMTOOL.exists() else shutil.which("promtool")
-    if not found:
-        pytest.fail(f"promtool not found at {PROMTOOL} or on PATH: install Debian's "
-                    "'prometheus' package (scripts/bootstrap.sh does)")
-    return found
 
 
 def _promtool(promtool: str, *args: str) -> str:

@@ -713,7 +713,7 @@ def test_schema_is_draft_07_and_closed() -> None:
     assert set(values) <= set(schema["properties"])
     # every object of values.yaml is closed too (but the free-form Kubernetes ones)
     free_form = {"resources", "nodeSelector", "affinity", "podSecurityContext",
-                 "securityContext", "socketVolume", "labels"}
+                 "securityContext", "socketVolume", "labels", "annotations"}
 
     def closed(node: dict[str, Any], value: Any, where: str) -> None:
         if not isinstance(value, dict) or where.rsplit("/", 1)[-1] in free_form:

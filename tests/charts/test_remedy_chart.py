@@ -562,6 +562,7 @@ def test_readme_documents_values_and_metrics() -> None:
     for key in values:
         assert f"`{key}" in readme, key
     for metric in ("clusterhealth_remedy_active_actions{cluster,action}",
+                   "clusterhealth_remedy_action_sources{cluster,action,remedy}",
                    "clusterhealth_remedy_evaluations_total",
                    "clusterhealth_remedy_status_rejected_total{kind}",
                    "clusterhealth_remedy_is_leader",

@@ -12,6 +12,7 @@ COPY agent agent
 COPY remedy remedy
 COPY mci-provider mci-provider
 COPY controlplane controlplane
+COPY cli cli
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

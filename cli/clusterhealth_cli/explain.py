@@ -276,8 +276,10 @@ def outlook(cluster_obj: Mapping[str, Any], bindings: Sequence[Mapping[str, Any]
         at = (None if result.evict_at is None or immediately
               else taint_decision.format_time(result.evict_at))
         found.append(BindingOutlook(*_identity(binding), at, immediately, result.why))
-    return tuple(sorted(found, key=lambda b: (b.evict_at is not None, b.evict_at or "",
-                                              not b.immediately, b.kind, b.namespace, b.name)))
+    def order(b: BindingOutlook) -> tuple[int, str, str, str, str]:
+        rank = 0 if b.immediately else 1 if b.evict_at is not None else 2
+        return rank, b.evict_at or "", b.kind, b.namespace, b.name
+    return tuple(sorted(found, key=order))
 
 
 def evictions(cluster_name: str, bindings: Sequence[Mapping[str, Any]], timeout: float
@@ -298,10 +300,10 @@ def evictions(cluster_name: str, bindings: Sequence[Mapping[str, Any]], timeout:
                 ends_at, why = None, "not stamped yet (the graceful-eviction controller stamps it)"
             else:
                 ends_at = taint_decision.format_time(limit[0])
-                why = (f"its gracePeriodSeconds ({task.get('gracePeriodSeconds')}s)"
+                why = (f"its gracePeriodSeconds, {task.get('gracePeriodSeconds')}s"
                        if limit[1] == eviction_decision.WHY_GRACE_PERIOD
-                       else f"--graceful-eviction-timeout ({timeout:g}s, the default unless "
-                            "the controller was started with another)")
+                       else f"the controller's --graceful-eviction-timeout, taken as "
+                            f"{timeout:g}s")
             found.append(EvictionView(
                 *_identity(binding), _str(task.get("reason")), _str(task.get("producer")),
                 _str(task.get("message")), _str(task.get("purgeMode")),
@@ -524,7 +526,7 @@ def render_text(e: Explanation, now: datetime.datetime) -> str:
             out.append(f"    message: {ev.message}")
         if ev.ends_at is not None:
             out.append(f"    the copy on {e.cluster} stays until the replacement is healthy, "
-                       f"at the latest {when(ev.ends_at, now)} ({ev.ends_why})")
+                       f"at the latest {when(ev.ends_at, now)}: {ev.ends_why}")
         else:
             out.append(f"    {ev.ends_why}")
     if e.notes:

@@ -50,7 +50,7 @@ async def cluster(api: kube.ApiClient, name: str) -> dict[str, Any]:
 async def optional_list(api: kube.ApiClient, resource: resources.Resource,
                         notes: list[str]) -> list[dict[str, Any]] | None:
     """Every object of ``resource`` (each with its ``kind``), or None with a note why not."""
-    what = f"{resource.kind}s ({resource.api_version})"
+    what = f"{resource.plural} ({resource.api_version})"
     try:
         listed = await api.list(resource)
     except kube_errors.NotFound:

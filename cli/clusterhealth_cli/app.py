@@ -23,7 +23,7 @@ from typing import TextIO
 from clusterhealth_cli import errors, explain, live, remedytest, testfile
 from clusterhealth_controlplane import options
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import retry
+from clusterhealth_core import retry, settings
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config as kubeconfig
 from clusterhealth_core.kube import errors as kube_errors
@@ -88,32 +88,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "from it.",
         epilog=EXIT_CODES)
     cluster.add_argument("name", metavar="NAME", help="the Cluster's name")
-    cluster.add_argument("--kubeconfig", metavar="PATH",
-                         help="kubeconfig of the control plane (default: $KUBECONFIG, "
-                              "~/.kube/config, or the pod's service account, as kubectl)")
-    cluster.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    cluster.add_argument("--request-timeout", metavar="SECONDS", type=_seconds, default=10.0,
-                         help="give up on one request after this long (default: 10)")
+    settings.add_kube_flags(cluster, what="the control plane")
+    cluster.add_argument("--request-timeout", metavar="DURATION", type=settings.duration,
+                         default=10.0,
+                         help="give up on one request after this long (default: 10s)")
     cluster.add_argument("-o", "--output", choices=("text", "json"), default="text",
                          help="text for people (default) or json for programs")
     cluster.add_argument(
-        "--graceful-eviction-timeout", metavar="SECONDS", type=_seconds,
+        "--graceful-eviction-timeout", metavar="DURATION", type=settings.duration,
         default=options.Eviction().graceful_eviction_timeout,
         help="the graceful-eviction controller's --graceful-eviction-timeout, to say when "
              "an eviction task ends at the latest (default: its default, "
-             f"{options.Eviction().graceful_eviction_timeout:g})")
+             f"{options.Eviction().graceful_eviction_timeout:g}s)")
     cluster.set_defaults(run=run_explain_cluster)
     return parser
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
 
 
 # --- commands ---------------------------------------------------------------------------

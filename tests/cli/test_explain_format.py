@@ -6,12 +6,13 @@ import datetime
 import json
 from typing import Any
 
+import clikit
 import pytest
 
 from clusterhealth_cli import explain
 
-DNS = "ServiceDomainNameResolutionReady"
-TC = "TrafficControl"
+DNS = clikit.DNS
+TC = clikit.TC
 NOT_READY = "cluster.karmada.io/not-ready"
 NOW = datetime.datetime(2026, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -44,16 +45,7 @@ def cluster(name: str = "member1", conditions: list[dict[str, str]] | None = Non
             "status": {"conditions": conditions or [], **status}}
 
 
-def remedy(name: str, clusters: list[str] | None = None,
-           match: tuple[str, str, str] | None = (DNS, "Equal", "False")) -> dict[str, Any]:
-    spec: dict[str, Any] = {"actions": [TC]}
-    if clusters is not None:
-        spec["clusterAffinity"] = {"clusterNames": clusters}
-    if match is not None:
-        spec["decisionMatches"] = [{"clusterConditionMatch": {
-            "conditionType": match[0], "operator": match[1], "conditionStatus": match[2]}}]
-    return {"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
-            "metadata": {"name": name}, "spec": spec}
+remedy = clikit.remedy
 
 
 def binding(name: str, clusters: tuple[str, ...] = ("member1",),
@@ -287,12 +279,12 @@ def test_malformed_remedy_is_shown_as_ignored() -> None:
 
 def test_unreadable_kinds() -> None:
     snapshot = explain.Snapshot(cluster(), None, None, None,
-                                notes=("Remedys (remedy.karmada.io/v1alpha1): not served",))
+                                notes=("remedies (remedy.karmada.io/v1alpha1): not served",))
     e = explain.build(snapshot, NOW, 600)
     text = explain.render_text(e, NOW)
     assert "Remedies:\n  not readable (see notes)\n" in text
     assert "Bindings scheduled here and when they leave:\n  not readable (see notes)\n" in text
-    assert text.endswith("Notes:\n  Remedys (remedy.karmada.io/v1alpha1): not served\n")
+    assert text.endswith("Notes:\n  remedies (remedy.karmada.io/v1alpha1): not served\n")
 
 
 def test_blocked_by() -> None:

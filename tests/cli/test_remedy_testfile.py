@@ -6,27 +6,18 @@ import copy
 import pathlib
 from typing import Any
 
+import clikit
 import pytest
 import yaml
 
 from clusterhealth_cli import errors, remedytest, testfile
 from clusterhealth_remedy import decision
 
-DNS = "ServiceDomainNameResolutionReady"
-TC = "TrafficControl"
+DNS = clikit.DNS
+TC = clikit.TC
 
 
-def remedy_obj(name: str, clusters: list[str] | None = None,
-               match: tuple[str, str, str] | None = (DNS, "Equal", "False"),
-               actions: list[str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"actions": [TC] if actions is None else actions}
-    if clusters is not None:
-        spec["clusterAffinity"] = {"clusterNames": clusters}
-    if match is not None:
-        spec["decisionMatches"] = [{"clusterConditionMatch": {
-            "conditionType": match[0], "operator": match[1], "conditionStatus": match[2]}}]
-    return {"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
-            "metadata": {"name": name}, "spec": spec}
+remedy_obj = clikit.remedy
 
 
 BASE: dict[str, Any] = {

@@ -370,14 +370,19 @@ def build(snapshot: Snapshot, now: datetime.datetime,
 
 def to_json(explanation: Explanation) -> str:
     """The explanation as an indented JSON document (field names in camelCase)."""
-    def camel(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {_camel(str(k)) if isinstance(k, str) and "_" in k else k: camel(v)
-                    for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [camel(v) for v in value]
-        return value
-    return json.dumps(camel(dataclasses.asdict(explanation)), indent=2) + "\n"
+    return json.dumps(_plain(explanation), indent=2) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses to dicts with camelCase field names; mappings keep their keys (names)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {_camel(field.name): _plain(getattr(value, field.name))
+                for field in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _camel(name: str) -> str:

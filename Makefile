@@ -1,7 +1,7 @@
 # clusterhealth: the two commands a newcomer needs are `make demo` and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-SOURCES := core agent remedy mci-provider controlplane
+SOURCES := core agent remedy mci-provider controlplane cli
 LINT_PATHS := $(SOURCES) tests bench
 
 .PHONY: setup demo test lint unit bench clean

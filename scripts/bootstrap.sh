@@ -53,7 +53,7 @@ fi
 # setuptools' import hook (mypy, import-linter) find them through this .pth.
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 : > "$site/clusterhealth-sources.pth"
-for root in core agent remedy mci-provider controlplane; do
+for root in core agent remedy mci-provider controlplane cli; do
   echo "$PWD/$root" >> "$site/clusterhealth-sources.pth"
 done
 

@@ -123,7 +123,8 @@ async def members(
 @pytest.fixture
 def python_env() -> dict[str, str]:
     """Environment for child Python processes that import the project."""
-    paths = [str(REPO / p) for p in ("core", "agent", "remedy", "mci-provider", "controlplane")]
+    paths = [str(REPO / p) for p in ("core", "agent", "remedy", "mci-provider", "controlplane",
+                                      "cli")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 

@@ -21,6 +21,7 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
     with zipfile.ZipFile(wheel) as contents:
         # the local environment's kwok stages are data, not code: they must ship too
         assert "clusterhealth_localenv/data/kwok-stages.yaml" in contents.namelist()
+        assert "clusterhealth_cli/__main__.py" in contents.namelist()
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
@@ -39,3 +40,10 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
                                  check=False)
         assert refused.returncode == 2
         assert f"{prog}: error:" in refused.stderr
+    # the command line, under both of its names (kubectl runs the second as a plugin)
+    for script, prog in (("clusterhealth", "clusterhealth"),
+                         ("kubectl-clusterhealth", "kubectl clusterhealth")):
+        shown = subprocess.run([str(venv / "bin" / script), "--help"], capture_output=True,
+                               text=True, cwd=tmp_path, timeout=60, check=False)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"usage: {prog} ")

@@ -1,0 +1,54 @@
+"""The command is a kubectl plugin: ``kubectl-clusterhealth`` on PATH, run by ``kubectl``.
+
+kubectl runs ``kubectl clusterhealth ARGS`` as the first executable named
+``kubectl-clusterhealth`` on ``PATH``, with ARGS.  The installation puts that
+script next to the venv's Python; the usage text names the plugin form.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from clusterhealth_cli import errors
+
+BIN = pathlib.Path(sys.executable).parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "docs" / "examples" / "remedy-tests" / "remedy-test.yaml"
+
+
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False,
+                          env=env)
+
+
+def test_the_plugin_resolves_on_the_venv_path() -> None:
+    found = shutil.which("kubectl-clusterhealth", path=str(BIN))
+    assert found == str(BIN / "kubectl-clusterhealth")
+    done = run(found, "--help")
+    assert done.returncode == errors.OK, done.stderr
+    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] COMMAND ...")
+    done = run(found, "remedy", "test", "--help")
+    assert done.stdout.startswith("usage: kubectl clusterhealth remedy test [-h] FILE [FILE ...]")
+    # the same program under its own name
+    done = run(str(BIN / "clusterhealth"), "--help")
+    assert done.stdout.startswith("usage: clusterhealth [-h] COMMAND ...")
+
+
+def test_through_kubectl() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on this machine (it is not a dependency of the project); "
+                    "the plugin's name on PATH is checked by the test above")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = run(kubectl, "clusterhealth", "--help", env=env)
+    assert done.returncode == errors.OK, done.stderr
+    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] COMMAND ...")
+    done = run(kubectl, "clusterhealth", "remedy", "test", str(EXAMPLE), env=env)
+    assert done.returncode == errors.OK, done.stdout + done.stderr
+    assert done.stdout.endswith("6 passed, 0 failed (1 file)\n")

@@ -278,6 +278,23 @@ def ensure_workload_parts(version: str = KUBERNETES_VERSION,
     return parts
 
 
+def ensure_kubectl(version: str = KUBERNETES_VERSION) -> pathlib.Path:
+    """Return a cached ``kubectl`` of the API server's version, built on first use.
+
+    For what a user does with kubectl: its plugin mechanism runs ``kubectl
+    clusterhealth`` (the tests run the command through a real kubectl).
+    """
+    out_dir = cache_root() / "bin" / f"kubernetes-{version}-kubectl"
+    kubectl = out_dir / "kubectl"
+    if not kubectl.exists():
+        with _build_lock(out_dir.name):
+            if not kubectl.exists():
+                out_dir.parent.mkdir(parents=True, exist_ok=True)
+                _build_kubernetes(version, out_dir, (
+                    ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),))
+    return kubectl
+
+
 def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
     """Build the Go main package in ``source`` (its own ``go.mod``) once; return the binary.
 
@@ -496,6 +513,7 @@ def main() -> int:
         helm = ensure_helm()
         karmada = ensure_karmada()
         workloads = ensure_workload_parts()
+        kubectl = ensure_kubectl()
     except ProvisionError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1
@@ -508,6 +526,7 @@ def main() -> int:
     print(f"kube-controller-manager: {workloads.kube_controller_manager}")
     print(f"kube-scheduler: {workloads.kube_scheduler}")
     print(f"kwok:           {workloads.kwok}")
+    print(f"kubectl:        {kubectl}")
     return 0
 
 

@@ -3,9 +3,11 @@
 Kubernetes refuses loopback addresses in EndpointSlices, so backends that a
 load balancer reaches through a member's EndpointSlices need addresses of
 their own.  A :class:`TestHost` is a network namespace made by the test run
-itself, joined to the root namespace by a veth pair (``10.250.<n>.1`` on
-this side, ``10.250.<n>.2`` inside): traffic to it never leaves the machine.
-Needs root and iproute2.
+itself, joined to the root namespace by a veth pair (``198.18.<n>.1`` on
+this side, ``198.18.<n>.2`` inside): traffic to it never leaves the machine.
+The addresses come from 198.18.0.0/15, which RFC 2544 reserves for testing
+network equipment: no real network uses it, unlike the private 10/8 that a
+machine's own network may route.  Needs root and iproute2.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class TestHost:
         self.index = index
         self.host_link = f"chh{index}"
         self.ns_link = f"chn{index}"
-        self.host_address = f"10.250.{index}.1"
-        self.address = f"10.250.{index}.2"
+        self.host_address = f"198.18.{index}.1"
+        self.address = f"198.18.{index}.2"
 
     def create(self) -> TestHost:
         """Make the namespace and its link (replacing leftovers of an aborted run)."""

@@ -105,25 +105,25 @@ async def test_coredns_follows_endpoint_readiness(
 
     name = f"{dns_service}-abcde"
     await create_slice(api, dns_service, name,
-                       [endpoint("10.244.0.10", True), endpoint("10.244.1.10", False)])
+                       [endpoint("198.18.0.10", True), endpoint("198.18.1.10", False)])
     result = await base.run_probe(probe, 5.0)
     assert (result.ok, result.reason) == (True, "EndpointsReady"), result
     assert f"1 of 2 endpoints of {NAMESPACE}/{dns_service} ready" == result.message
 
     await api.patch(resources.ENDPOINT_SLICES, name, {"endpoints": [
-        endpoint("10.244.0.10", False), endpoint("10.244.1.10", False)]}, namespace=NAMESPACE)
+        endpoint("198.18.0.10", False), endpoint("198.18.1.10", False)]}, namespace=NAMESPACE)
     result = await base.run_probe(probe, 5.0)
     assert (result.ok, result.reason) == (False, "NoReadyEndpoints"), result
     assert result.message.startswith("0 of 2 endpoints")
 
     # A second slice whose endpoint has no ready condition: absent counts as ready.
-    await create_slice(api, dns_service, f"{dns_service}-fghij", [endpoint("10.244.2.10", None)])
+    await create_slice(api, dns_service, f"{dns_service}-fghij", [endpoint("198.18.2.10", None)])
     result = await base.run_probe(probe, 5.0)
     assert (result.ok, result.message) == (True, f"1 of 3 endpoints of {NAMESPACE}/"
                                                  f"{dns_service} ready")
 
     await api.patch(resources.ENDPOINT_SLICES, name, {"endpoints": [
-        endpoint("10.244.0.10", True), endpoint("10.244.1.10", True)]}, namespace=NAMESPACE)
+        endpoint("198.18.0.10", True), endpoint("198.18.1.10", True)]}, namespace=NAMESPACE)
     result = await base.run_probe(probe, 5.0)
     assert result.message.startswith("3 of 3 endpoints")
 
@@ -142,7 +142,7 @@ async def test_coredns_other_member_is_separate(
     members: dict[str, client.ApiClient], dns_service: str
 ) -> None:
     await create_slice(members["member1"], dns_service, f"{dns_service}-m1",
-                       [endpoint("10.244.0.10", True)])
+                       [endpoint("198.18.0.10", True)])
     probe = kube.CoreDNSProbe("coredns", "CoreDNSReady", members["member2"], service=dns_service)
     assert (await base.run_probe(probe, 5.0)).reason == "NoEndpoints"
 

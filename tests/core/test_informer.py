@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
+import pytest
+
+from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import informer, resources
+from clusterhealth_core.kube import errors, informer, resources
 
 
 async def _eventually(predicate: object, timeout: float = 10) -> None:
@@ -57,3 +62,60 @@ def test_relist_reports_objects_that_vanished() -> None:
     cache._replace([obj_a, obj_b])
     cache._replace([{"metadata": {"name": "b", "resourceVersion": "2"}}])
     assert seen == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a"), ("MODIFIED", "b")]
+
+
+class _Script:
+    """A fake API for the informer's loop: lists answer, watches fail as scripted."""
+
+    def __init__(self, watches: list[Exception | None]) -> None:
+        self.watches = watches
+        self.calls: list[str] = []
+        self.lists = 0
+
+    async def list_pages(self, *args: object, **kwargs: object) -> AsyncIterator[dict[str, Any]]:
+        self.lists += 1
+        self.calls.append("list")
+        yield {"metadata": {"resourceVersion": str(self.lists)}, "items": []}
+
+    async def watch(self, *args: object, **kwargs: object) -> AsyncIterator[kube.WatchEvent]:
+        self.calls.append("watch")
+        outcome = self.watches.pop(0) if self.watches else None
+        if outcome is None:
+            await asyncio.Event().wait()  # a healthy watch, until the test ends
+        else:
+            raise outcome
+        yield  # pragma: no cover  (makes this an async generator)
+
+
+class _SleepLog(clocks.Clock):
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def sleep(self, seconds: float) -> None:
+        self.calls.append("sleep")
+
+
+@pytest.mark.parametrize(("watches", "expected"), [
+    # after an outage (connection failures, backed off) the restarted server answers 410:
+    # relist at once, as the server answers
+    ([OSError("refused"), OSError("refused"), errors.Gone(410, "Gone", "too old"), None],
+     ["list", "watch", "sleep", "watch", "sleep", "watch", "list", "watch"]),
+    # a Gone after a healthy watch: relist at once too
+    ([errors.Gone(410, "Gone", "too old"), None], ["list", "watch", "list", "watch"]),
+    # a second Gone in a row backs off
+    ([errors.Gone(410, "Gone", "x"), errors.Gone(410, "Gone", "x"), None],
+     ["list", "watch", "list", "watch", "sleep", "list", "watch"]),
+])
+async def test_a_gone_relists_at_once_unless_it_follows_a_gone(
+        watches: list[Exception | None], expected: list[str]) -> None:
+    api = _Script(watches)
+    cache = informer.Informer(api, resources.CONFIGMAPS,  # type: ignore[arg-type]
+                              clock=_SleepLog(api.calls))
+    task = asyncio.create_task(cache.run())
+    try:
+        await _eventually(lambda: len(api.calls) >= len(expected))
+        await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert api.calls == expected

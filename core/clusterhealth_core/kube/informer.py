@@ -296,6 +296,7 @@ class Informer:
         self._started_at = self.clock.monotonic()
         failures = 0
         quiet = FailureLog()
+        gone_before = False
         while True:
             started = self.clock.monotonic()
             try:
@@ -305,21 +306,26 @@ class Informer:
                     quiet.recovered(self.name, "listed")
                 await self._watch()
                 quiet.recovered(self.name, "watching")
+                gone_before = False
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0
                 continue
             except errors.Gone:
-                # Too old to resume: relist at once (a second Gone in a row backs off).
+                # Too old to resume: the server answers, so relist at once, also after an
+                # outage (a restarted API server answers 410 to every old version); a
+                # second Gone in a row backs off.
                 log.info("informer %s: resourceVersion %s expired; relisting", self.name,
                          self.resource_version)
                 self.resource_version = ""
                 self._failed("Gone", "resourceVersion expired")
-                if failures == 0:
-                    failures = 1
+                if not gone_before:
+                    gone_before = True
+                    failures = max(failures, 1)
                     continue
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # anything: log, count, back off, go on
+                gone_before = False
                 self._failed(exc.__class__.__name__, str(exc))
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import socket
 import time
 import urllib.parse
 
@@ -37,9 +38,16 @@ class Backend:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> Backend:
-        """Listen on ``host:port`` (default: a free port of 127.0.0.1)."""
-        self._server = await asyncio.start_server(self._serve, host, port)
+    async def start(self, host: str = "127.0.0.1", port: int = 0, *,
+                    sock: socket.socket | None = None) -> Backend:
+        """Listen on ``host:port`` (default: a free port of 127.0.0.1), or serve ``sock``.
+
+        ``sock`` is a listening socket made elsewhere (e.g. in another network namespace).
+        """
+        if sock is not None:
+            self._server = await asyncio.start_server(self._serve, sock=sock)
+        else:
+            self._server = await asyncio.start_server(self._serve, host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self
 

@@ -13,7 +13,11 @@ what turns a Deployment into Ready Pods, from real parts and without Docker:
   lifecycle (Running, Ready) without containers.
 
 Pod IPs come from a loopback range per member (``127.2.N.0/24``), never from
-10/8: an EndpointSlice address is something a component may connect to.
+10/8: an EndpointSlice address is something a component may connect to.  The
+API server refuses loopback addresses in EndpointSlices, though, so such Pods
+are never a Service's endpoints; where that matters (``make demo``: a load
+balancer in front of the Pods) ``WorkloadSettings.pod_cidr_format`` names a
+range of a :mod:`.podnet` pod network instead, where the addresses are real.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ class WorkloadSettings:
     kwok_version: str = bins.KWOK_VERSION
     node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra labels on every Node (e.g. ``topology.kubernetes.io/region``)."""
+    pod_cidr_format: str = "127.2.{index}.0/24"
+    """The Pod range of member number ``index`` (kwok's ``--cidr``); loopback by default,
+    which EndpointSlices refuse (see the module's docstring)."""
 
 
 def node_object(name: str, settings: WorkloadSettings, address: str) -> dict[str, Any]:
@@ -86,7 +93,7 @@ class MemberWorkloads:
 
     member: str
     index: int
-    """The member's number N: its API server is 127.0.1.N, its Pods 127.2.N.0/24."""
+    """The member's number N: its API server is 127.0.1.N, its Pods 127.2.N.0/24 (by default)."""
     settings: WorkloadSettings
     parts: bins.WorkloadBinaries
     directory: pathlib.Path
@@ -103,8 +110,8 @@ class MemberWorkloads:
 
     @property
     def pod_cidr(self) -> str:
-        """The loopback range kwok gives this member's Pods their IPs from."""
-        return f"127.2.{self.index}.0/24"
+        """The range kwok gives this member's Pods their IPs from."""
+        return self.settings.pod_cidr_format.format(index=self.index)
 
     @property
     def node_names(self) -> list[str]:
@@ -161,6 +168,30 @@ class MemberWorkloads:
     async def stop(self) -> None:
         """Stop the three processes."""
         await asyncio.gather(*(p.stop() for p in self.children))
+
+    @property
+    def controllers(self) -> list[processes.ManagedProcess]:
+        """The controller manager and the scheduler: a control-plane node's, beside the API server.
+
+        kwok's Nodes are the workers, and keep running when these stop.
+        """
+        return [p for p in self.children if not p.name.startswith("kwok")]
+
+    async def stop_controllers(self, *, kill: bool = False) -> None:
+        """Stop the controller manager and the scheduler (SIGKILL with ``kill``)."""
+        for process in self.controllers:
+            if kill:
+                process.kill()
+        await asyncio.gather(*(p.stop() for p in self.controllers))
+
+    def start_controllers(self) -> None:
+        """Start the controller manager and the scheduler again.
+
+        Fresh informers list everything at once instead of waiting out client-go's watch
+        backoff, and the garbage collector builds its graph anew (see ``docs/demo.md``).
+        """
+        for process in self.controllers:
+            process.start()
 
     async def wait_ready(self, api: kube.ApiClient, context: ssl.SSLContext,
                          timeout: float) -> None:

@@ -1,0 +1,186 @@
+"""A pod network: Pod IPs that servers can listen on, and that never leave this machine.
+
+Kubernetes refuses loopback addresses in EndpointSlices (``may not be in the
+loopback range``), so Pods whose IPs come from 127/8 are never listed as a
+Service's endpoints, and a load balancer that reads EndpointSlices (the MCI
+provider) never sees them.  For traffic to follow Pods, kwok must give them
+addresses from an ordinary private range, and something must answer there.
+
+A :class:`PodNetwork` is a network namespace made by this process in which
+the Pod ranges are local ("AnyIP": a ``local`` route, so a server may listen
+on any address of a range without configuring each one), joined to this
+machine by a veth pair and a route to the ranges.  HAProxy on this machine
+connects to a Pod IP and reaches the server listening there; nothing is
+routed anywhere else.  :meth:`PodNetwork.listen` creates a listening socket
+inside the namespace (``setns`` in a short-lived thread: a socket keeps the
+namespace it was made in, and the caller's event loop serves it).
+
+Ranges: ``10.<base>.<N>.0/24`` for member number N, the link ``10.<base>.255.0/30``;
+``base`` is the first of 200..249 with no route on this machine.  Needs root
+and iproute2 (as :mod:`.netns`).  A network left behind by a killed process is
+removed by the next :func:`create` (its name carries the dead process's pid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = pathlib.Path("/var/run/netns")
+PREFIX = "chp-"
+BASES = range(200, 250)
+LINK_OCTET = 255
+
+
+class PodNetworkError(RuntimeError):
+    """The network could not be made; the message says why (root and iproute2 needed)."""
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    ip = shutil.which("ip") or "/usr/sbin/ip"
+    try:
+        proc = subprocess.run([ip, *args], capture_output=True, text=True, check=False,
+                              timeout=30)
+    except OSError as exc:
+        raise PodNetworkError(f"ip {' '.join(args)}: {exc} (install iproute2)") from exc
+    if check and proc.returncode != 0:
+        raise PodNetworkError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+                              "(the pod network needs root and iproute2)")
+    return proc.stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class PodNetwork:
+    """One namespace ``chp-<pid>`` holding the Pod ranges ``10.<base>.<N>.0/24``."""
+
+    def __init__(self, base: int, owner: int | None = None) -> None:
+        if base not in BASES:
+            raise ValueError(f"base must be in {BASES.start}..{BASES.stop - 1}")
+        self.base = base
+        self.owner = os.getpid() if owner is None else owner
+        self.namespace = f"{PREFIX}{self.owner}"
+        self.host_link = f"chp{self.owner}h"
+        self.ns_link = f"chp{self.owner}n"
+        self.host_address = f"10.{base}.{LINK_OCTET}.1"
+        self.ns_address = f"10.{base}.{LINK_OCTET}.2"
+        self.ranges: list[str] = []
+
+    def pod_cidr(self, index: int) -> str:
+        """The Pod range of member number ``index`` (1..254)."""
+        if not 1 <= index < LINK_OCTET:
+            raise ValueError("index must be 1..254")
+        return f"10.{self.base}.{index}.0/24"
+
+    @property
+    def cidr_format(self) -> str:
+        """:meth:`pod_cidr` as ``WorkloadSettings.pod_cidr_format`` takes it."""
+        return f"10.{self.base}.{{index}}.0/24"
+
+    @property
+    def network(self) -> str:
+        """Every address this network may use."""
+        return f"10.{self.base}.0.0/16"
+
+    def create(self, indexes: list[int]) -> PodNetwork:
+        """Make the namespace, the link, and the Pod ranges of the given members."""
+        self.destroy()
+        _ip("netns", "add", self.namespace)
+        try:
+            _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link)
+            _ip("link", "set", self.ns_link, "netns", self.namespace)
+            _ip("addr", "add", f"{self.host_address}/30", "dev", self.host_link)
+            _ip("link", "set", self.host_link, "up")
+            inside = [("addr", "add", f"{self.ns_address}/30", "dev", self.ns_link),
+                      ("link", "set", self.ns_link, "up"), ("link", "set", "lo", "up")]
+            self.ranges = [self.pod_cidr(i) for i in indexes]
+            inside += [("route", "add", "local", cidr, "dev", "lo") for cidr in self.ranges]
+            for args in inside:
+                _ip("-n", self.namespace, *args)
+            _ip("route", "add", self.network, "via", self.ns_address, "dev", self.host_link)
+        except PodNetworkError:
+            self.destroy()
+            raise
+        return self
+
+    def destroy(self) -> None:
+        """Remove the namespace, the link and the route (no error when they are gone)."""
+        _ip("link", "del", self.host_link, check=False)
+        _ip("netns", "del", self.namespace, check=False)
+
+    def listen(self, address: str, port: int, backlog: int = 128) -> socket.socket:
+        """A non-blocking listening TCP socket on ``address:port`` inside the namespace."""
+        result: dict[str, object] = {}
+
+        def inside() -> None:  # setns changes this thread only, and the thread ends here
+            try:
+                libc = ctypes.CDLL("libc.so.6", use_errno=True)
+                fd = os.open(NETNS_DIR / self.namespace, os.O_RDONLY)
+                try:
+                    if libc.setns(fd, CLONE_NEWNET) != 0:
+                        errno = ctypes.get_errno()
+                        raise OSError(errno, f"setns {self.namespace}: {os.strerror(errno)}")
+                finally:
+                    os.close(fd)
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind((address, port))
+                    sock.listen(backlog)
+                    sock.setblocking(False)
+                except OSError:
+                    sock.close()
+                    raise
+                result["socket"] = sock
+            except OSError as exc:
+                result["error"] = exc
+
+        thread = threading.Thread(target=inside, name=f"listen-{address}")
+        thread.start()
+        thread.join()
+        error = result.get("error")
+        if isinstance(error, OSError):
+            raise error
+        sock = result["socket"]
+        assert isinstance(sock, socket.socket)
+        return sock
+
+
+def sweep() -> list[str]:
+    """Remove pod networks whose process has ended; return their names."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in NETNS_DIR.iterdir():
+            owner = entry.name.removeprefix(PREFIX)
+            if entry.name.startswith(PREFIX) and owner.isdigit() and not _alive(int(owner)):
+                PodNetwork(BASES.start, int(owner)).destroy()
+                removed.append(entry.name)
+    return removed
+
+
+def create(indexes: list[int]) -> PodNetwork:
+    """A new pod network for members ``indexes``, on the first free ``10.<base>.0.0/16``."""
+    if os.geteuid() != 0:
+        raise PodNetworkError("the pod network (a network namespace) needs root")
+    sweep()
+    for base in BASES:
+        if not _ip("-4", "route", "show", "root", f"10.{base}.0.0/16").strip() and \
+                not _ip("-4", "addr", "show", "to", f"10.{base}.0.0/16").strip():
+            return PodNetwork(base).create(indexes)
+    raise PodNetworkError(f"no free 10.x.0.0/16 for a pod network (x in "
+                          f"{BASES.start}..{BASES.stop - 1})")

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -90,34 +91,41 @@ class Demo:
     def text(self) -> str:
         return self.out.read_text(errors="replace")
 
-    def wait_for(self, needle: str, timeout: float) -> None:
-        """Until the output contains ``needle``, noting the descendants meanwhile."""
+    def _poll(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Until ``done()``, noting the descendants meanwhile."""
         deadline = time.monotonic() + timeout
-        while needle not in self.text():
+        while not done():
             self.seen.update(_descendants(self.proc.pid))
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the demo exited ({self.proc.returncode}) before "
-                                     f"{needle!r}:\n{self.text()[-4000:]}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"no {needle!r} in {timeout:.0f} s:\n{self.text()[-4000:]}")
+                raise AssertionError(f"{what} not within {timeout:.0f} s:\n{self.text()[-4000:]}")
             time.sleep(0.5)
         self.seen.update(_descendants(self.proc.pid))
 
+    def wait_for(self, needle: str, timeout: float) -> None:
+        """Until the output contains ``needle`` (the demo must still run)."""
+        def seen() -> bool:
+            if self.proc.poll() is not None and needle not in self.text():
+                raise AssertionError(f"the demo exited ({self.proc.returncode}) before "
+                                     f"{needle!r}:\n{self.text()[-4000:]}")
+            return needle in self.text()
+        self._poll(seen, timeout, repr(needle))
+
     def finish(self, timeout: float) -> int:
-        """Wait for the exit, noting descendants meanwhile."""
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            self.seen.update(_descendants(self.proc.pid))
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the demo did not end in {timeout:.0f} s:\n"
-                                     f"{self.text()[-4000:]}")
-            time.sleep(0.5)
+        """Wait for the exit."""
+        self._poll(lambda: self.proc.poll() is not None, timeout, "the demo's exit")
         return self.proc.returncode
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+    def assert_clean(self) -> None:
+        """No traceback, no process left, its pod network gone."""
+        out = self.text()
+        assert "Traceback" not in out, out[-4000:]
+        assert _leftovers(self.seen, self.workdir) == []
+        assert not [n for n in _netns() if n.endswith(f"-{self.proc.pid}")]
 
 
 def _in_order(text: str, needles: list[str]) -> None:
@@ -196,9 +204,7 @@ def test_the_demo_runs_the_whole_chain_and_ends_by_itself(
                  "remedy-controller.log", "haproxy.log", "member1-apiserver.log"):
         assert (demo.workdir / "logs" / name).exists(), name
     assert "everything stopped" in out
-    assert "Traceback" not in out, out[-4000:]
-    assert _leftovers(demo.seen, demo.workdir) == []
-    assert not [n for n in _netns() if n.endswith(f"-{demo.proc.pid}")]
+    demo.assert_clean()
 
 
 @pytest.mark.timeout(DEMO_TIMEOUT + 60)
@@ -218,9 +224,7 @@ def test_ctrl_c_mid_run_stops_every_process(python: str, python_env: dict[str, s
     _in_order(out, ["SIGINT: stopping", ">>> summary of the run so far (stopped early)",
                     "phase 1 (", "phase 2 (member1's control plane fails, then recovers): "
                     "interrupted", "stopping every process of the demo", "everything stopped"])
-    assert "Traceback" not in out, out[-4000:]
-    assert _leftovers(demo.seen, demo.workdir) == []
-    assert not [n for n in _netns() if n.endswith(f"-{demo.proc.pid}")]
+    demo.assert_clean()
 
 
 @pytest.mark.timeout(DEMO_TIMEOUT + 60)
@@ -243,7 +247,7 @@ def test_follow_keeps_watching_until_ctrl_c(python: str, python_env: dict[str, s
                     "SIGINT: stopping", "while following: ", "everything stopped"])
     after = re.search(r"while following: (\d+) answered, (\d+) failed", out)
     assert after is not None and int(after[1]) > 0 and int(after[2]) == 0, after
-    assert _leftovers(demo.seen, demo.workdir) == []
+    demo.assert_clean()
 
 
 def _netns() -> list[str]:

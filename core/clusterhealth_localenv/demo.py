@@ -95,8 +95,11 @@ MCI_FLAGS = ("--drain-timeout", "30s", "--resync-period", "30s",
              "--haproxy-monitor-interval", "1s")
 HAPROXY_SLOTS = 4
 HAPROXY_SERVERS_PER_SLOT = 8
-POD_GRACE = 10.0
-"""How long a gone Pod's server keeps answering (its termination grace period)."""
+POD_GRACE = 30.0
+"""How long a gone Pod's server keeps answering: Kubernetes' default
+``terminationGracePeriodSeconds``, time for the load balancer to learn that the endpoint
+went (after a member's API server restart the MCI provider's watch of that member
+reconnects at its backoff, up to 30 s)."""
 WAIT = 120.0
 """The longest any step of the story may take before the demo gives up."""
 MEMBER_BACK_WAIT = 240.0

@@ -103,7 +103,7 @@ reconnects at its backoff, up to 30 s)."""
 WAIT = 120.0
 """The longest any step of the story may take before the demo gives up."""
 MEMBER_BACK_WAIT = 240.0
-"""A restarted member's own controllers come back at client-go's watch backoff."""
+"""A restarted member's kwok (its kubelets) comes back at client-go's watch backoff."""
 
 
 def _stamp() -> str:
@@ -748,8 +748,7 @@ class Demo:
             seen = view.retries(await self.haproxy_rows())
         except OSError:
             seen = (0, 0)
-        done = bool(self.phases) and all(p.ended is not None for p in self.phases) \
-            and len(self.phases) == 2
+        done = len(self.phases) == 2 and all(p.ended is not None for p in self.phases)
         say(">>> phase 3: summary" if done else ">>> summary of the run so far (stopped early)")
         for line in view.summary_lines(self.phases, len(self.traffic.answers),
                                        self.traffic.failures, seen, str(self.logs)):

@@ -10,7 +10,7 @@ from clusterhealth_controlplane import settings as cp_settings
 from clusterhealth_core import settings
 from clusterhealth_localenv import demo, demoview, podservers
 
-RANGES = {"member1": "10.200.1.0/24", "member2": "10.200.2.0/24"}
+RANGES = {"member1": "198.19.1.0/24", "member2": "198.19.2.0/24"}
 
 
 def _cluster(conditions: dict[str, tuple[str, str]], actions: list[str] | None = None,
@@ -61,11 +61,11 @@ def test_deployment_settled(obj: dict[str, object] | None, expected: int | None)
 STAT = (
     "# pxname,svname,qcur,scur,status,addr,wretr,wredis\n"
     "mci,FRONTEND,,0,OPEN,,,\n"
-    "mci_slot_0,s1,0,0,no check,10.200.1.5:8080,0,0\n"
-    "mci_slot_0,s2,0,1,DRAIN,10.200.2.7:8080,0,0\n"
-    "mci_slot_0,s3,0,0,no check,10.200.2.8:8080,0,0\n"
+    "mci_slot_0,s1,0,0,no check,198.19.1.5:8080,0,0\n"
+    "mci_slot_0,s2,0,1,DRAIN,198.19.2.7:8080,0,0\n"
+    "mci_slot_0,s3,0,0,no check,198.19.2.8:8080,0,0\n"
     "mci_slot_0,s4,0,0,MAINT,0.0.0.0:1,0,0\n"
-    "mci_slot_0,s5,0,0,MAINT,10.200.1.9:8080,0,0\n"
+    "mci_slot_0,s5,0,0,MAINT,198.19.1.9:8080,0,0\n"
     "mci_slot_0,BACKEND,0,1,UP,,2,1\n"
     "mci_slot_1,BACKEND,0,0,DOWN,,1,0\n"
     "mci_default,BACKEND,0,0,UP,,5,5\n"
@@ -93,10 +93,10 @@ def test_server_state(status: str, word: str) -> None:
 
 
 @pytest.mark.parametrize(("address", "cluster"), [
-    ("10.200.1.5:8080", "member1"), ("10.200.1.5", "member1"), ("10.200.2.200:80", "member2"),
-    ("10.200.12.1:80", None), ("0.0.0.0:1", None), ("", None), ("no-ip:80", None)])
+    ("198.19.1.5:8080", "member1"), ("198.19.1.5", "member1"), ("198.19.2.200:80", "member2"),
+    ("198.19.12.1:80", None), ("0.0.0.0:1", None), ("", None), ("no-ip:80", None)])
 def test_cluster_of(address: str, cluster: str | None) -> None:
-    assert demoview.cluster_of(address, {**RANGES, "member11": "10.200.11.0/24"}) == cluster
+    assert demoview.cluster_of(address, {**RANGES, "member11": "198.19.11.0/24"}) == cluster
 
 
 def test_traffic_counts_and_line() -> None:
@@ -153,9 +153,9 @@ def _pod(name: str, ip: str | None, ready: bool = True, deleting: bool = False
 
 def test_ready_pods() -> None:
     assert podservers.ready_pods([
-        _pod("a", "10.200.1.2"), _pod("b", None), _pod("c", "10.200.1.3", ready=False),
-        _pod("d", "10.200.1.4", deleting=True), {"metadata": {"name": "e"}},
-    ]) == {"10.200.1.2": "a"}
+        _pod("a", "198.19.1.2"), _pod("b", None), _pod("c", "198.19.1.3", ready=False),
+        _pod("d", "198.19.1.4", deleting=True), {"metadata": {"name": "e"}},
+    ]) == {"198.19.1.2": "a"}
 
 
 S = podservers.Serving

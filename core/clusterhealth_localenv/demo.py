@@ -770,7 +770,7 @@ async def run(args: argparse.Namespace, control: Control) -> int:
         network = await asyncio.to_thread(podnet.create, list(range(1, len(MEMBERS) + 1)))
         env = environment.LocalEnvironment(environment.EnvironmentConfig(
             members=MEMBERS, workdir=workdir, workloads=wl.WorkloadSettings(
-                pod_cidr_format=network.cidr_format)))
+                pod_cidrs=tuple(network.ranges))))
         async with env, contextlib.AsyncExitStack() as stack:
             demo = Demo(env, network, args, stack)
             try:

@@ -4,7 +4,7 @@ Kubernetes refuses loopback addresses in EndpointSlices (``may not be in the
 loopback range``), so Pods whose IPs come from 127/8 are never listed as a
 Service's endpoints, and a load balancer that reads EndpointSlices (the MCI
 provider) never sees them.  For traffic to follow Pods, kwok must give them
-addresses from an ordinary private range, and something must answer there.
+addresses that are not loopback, and something must answer there.
 
 A :class:`PodNetwork` is a network namespace made by this process in which
 the Pod ranges are local ("AnyIP": a ``local`` route, so a server may listen
@@ -15,10 +15,14 @@ routed anywhere else.  :meth:`PodNetwork.listen` creates a listening socket
 inside the namespace (``setns`` in a short-lived thread: a socket keeps the
 namespace it was made in, and the caller's event loop serves it).
 
-Ranges: ``10.<base>.<N>.0/24`` for member number N, the link ``10.<base>.255.0/30``;
-``base`` is the first of 200..249 with no route on this machine.  Needs root
-and iproute2 (as :mod:`.netns`).  A network left behind by a killed process is
-removed by the next :func:`create` (its name carries the dead process's pid).
+Addresses come from 198.19.0.0/16, half of the range RFC 2544 reserves for
+testing network equipment (no real network uses it; :mod:`.netns` test hosts
+use the other half, 198.18.0.0/16).  A network is one block
+``198.19.<8k>.0/21``: member N (1..6) has ``198.19.<8k+N>.0/24``, the link
+``198.19.<8k+7>.0/30``; ``k`` is the first of 0..31 with no route on this
+machine, so runs side by side do not collide.  Needs root and iproute2 (as
+:mod:`.netns`).  A network left behind by a killed process is removed by the
+next :func:`create` (its name carries the dead process's pid).
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ import threading
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = pathlib.Path("/var/run/netns")
 PREFIX = "chp-"
-BASES = range(200, 250)
-LINK_OCTET = 255
+BLOCKS = range(32)
+"""Block k is 198.19.<8k>.0/21."""
+MEMBERS_PER_BLOCK = 6
+LINK = 7
+"""The block's /24 whose first /30 is the veth link."""
 
 
 class PodNetworkError(RuntimeError):
@@ -67,35 +74,30 @@ def _alive(pid: int) -> bool:
 
 
 class PodNetwork:
-    """One namespace ``chp-<pid>`` holding the Pod ranges ``10.<base>.<N>.0/24``."""
+    """One namespace ``chp-<pid>`` holding the Pod ranges ``198.19.<8k+N>.0/24``."""
 
-    def __init__(self, base: int, owner: int | None = None) -> None:
-        if base not in BASES:
-            raise ValueError(f"base must be in {BASES.start}..{BASES.stop - 1}")
-        self.base = base
+    def __init__(self, block: int, owner: int | None = None) -> None:
+        if block not in BLOCKS:
+            raise ValueError(f"block must be in {BLOCKS.start}..{BLOCKS.stop - 1}")
+        self.block = block
         self.owner = os.getpid() if owner is None else owner
         self.namespace = f"{PREFIX}{self.owner}"
         self.host_link = f"chp{self.owner}h"
         self.ns_link = f"chp{self.owner}n"
-        self.host_address = f"10.{base}.{LINK_OCTET}.1"
-        self.ns_address = f"10.{base}.{LINK_OCTET}.2"
+        self.host_address = f"198.19.{8 * block + LINK}.1"
+        self.ns_address = f"198.19.{8 * block + LINK}.2"
         self.ranges: list[str] = []
 
     def pod_cidr(self, index: int) -> str:
-        """The Pod range of member number ``index`` (1..254)."""
-        if not 1 <= index < LINK_OCTET:
-            raise ValueError("index must be 1..254")
-        return f"10.{self.base}.{index}.0/24"
-
-    @property
-    def cidr_format(self) -> str:
-        """:meth:`pod_cidr` as ``WorkloadSettings.pod_cidr_format`` takes it."""
-        return f"10.{self.base}.{{index}}.0/24"
+        """The Pod range of member number ``index`` (1..6)."""
+        if not 1 <= index <= MEMBERS_PER_BLOCK:
+            raise ValueError(f"index must be 1..{MEMBERS_PER_BLOCK}")
+        return f"198.19.{8 * self.block + index}.0/24"
 
     @property
     def network(self) -> str:
         """Every address this network may use."""
-        return f"10.{self.base}.0.0/16"
+        return f"198.19.{8 * self.block}.0/21"
 
     def create(self, indexes: list[int]) -> PodNetwork:
         """Make the namespace, the link, and the Pod ranges of the given members."""
@@ -168,19 +170,20 @@ def sweep() -> list[str]:
         for entry in NETNS_DIR.iterdir():
             owner = entry.name.removeprefix(PREFIX)
             if entry.name.startswith(PREFIX) and owner.isdigit() and not _alive(int(owner)):
-                PodNetwork(BASES.start, int(owner)).destroy()
+                PodNetwork(BLOCKS.start, int(owner)).destroy()
                 removed.append(entry.name)
     return removed
 
 
 def create(indexes: list[int]) -> PodNetwork:
-    """A new pod network for members ``indexes``, on the first free ``10.<base>.0.0/16``."""
+    """A new pod network for members ``indexes`` (1..6), on the first free block."""
     if os.geteuid() != 0:
         raise PodNetworkError("the pod network (a network namespace) needs root")
     sweep()
-    for base in BASES:
-        if not _ip("-4", "route", "show", "root", f"10.{base}.0.0/16").strip() and \
-                not _ip("-4", "addr", "show", "to", f"10.{base}.0.0/16").strip():
-            return PodNetwork(base).create(indexes)
-    raise PodNetworkError(f"no free 10.x.0.0/16 for a pod network (x in "
-                          f"{BASES.start}..{BASES.stop - 1})")
+    for block in BLOCKS:
+        network = PodNetwork(block)
+        if not _ip("-4", "route", "show", "root", network.network).strip() and \
+                not _ip("-4", "addr", "show", "to", network.network).strip():
+            return network.create(indexes)
+    raise PodNetworkError(f"no free block of 198.19.0.0/16 for a pod network "
+                          f"({len(BLOCKS)} in use)")

@@ -16,8 +16,8 @@ Pod IPs come from a loopback range per member (``127.2.N.0/24``), never from
 10/8: an EndpointSlice address is something a component may connect to.  The
 API server refuses loopback addresses in EndpointSlices, though, so such Pods
 are never a Service's endpoints; where that matters (``make demo``: a load
-balancer in front of the Pods) ``WorkloadSettings.pod_cidr_format`` names a
-range of a :mod:`.podnet` pod network instead, where the addresses are real.
+balancer in front of the Pods) ``WorkloadSettings.pod_cidrs`` gives the
+ranges of a :mod:`.podnet` pod network instead, where the addresses are real.
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ class WorkloadSettings:
     kwok_version: str = bins.KWOK_VERSION
     node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra labels on every Node (e.g. ``topology.kubernetes.io/region``)."""
-    pod_cidr_format: str = "127.2.{index}.0/24"
-    """The Pod range of member number ``index`` (kwok's ``--cidr``); loopback by default,
-    which EndpointSlices refuse (see the module's docstring)."""
+    pod_cidrs: tuple[str, ...] = ()
+    """The Pod range (kwok's ``--cidr``) of member number N is ``pod_cidrs[N - 1]``;
+    without one, ``127.2.N.0/24``: loopback, which EndpointSlices refuse (see the module's
+    docstring)."""
 
 
 def node_object(name: str, settings: WorkloadSettings, address: str) -> dict[str, Any]:
@@ -111,7 +112,9 @@ class MemberWorkloads:
     @property
     def pod_cidr(self) -> str:
         """The range kwok gives this member's Pods their IPs from."""
-        return self.settings.pod_cidr_format.format(index=self.index)
+        if self.index <= len(self.settings.pod_cidrs):
+            return self.settings.pod_cidrs[self.index - 1]
+        return f"127.2.{self.index}.0/24"
 
     @property
     def node_names(self) -> list[str]:

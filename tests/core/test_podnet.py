@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import pathlib
 import subprocess
 
@@ -26,7 +27,9 @@ async def test_servers_on_pod_ips_answer_from_this_machine() -> None:
     backends: list[httpload.Backend] = []
     try:
         assert network.ranges == [network.pod_cidr(1), network.pod_cidr(2)]
-        assert network.cidr_format.format(index=2) == network.pod_cidr(2)
+        block = ipaddress.ip_network(network.network)
+        assert block.subnet_of(ipaddress.ip_network("198.19.0.0/16"))
+        assert all(ipaddress.ip_network(c).subnet_of(block) for c in network.ranges)
         assert await asyncio.to_thread(_exists, network.namespace)
         for index in (1, 2):
             ip = network.pod_cidr(index).replace(".0/24", ".7")
@@ -64,7 +67,7 @@ def _bind_here(ip: str) -> None:
 def test_a_network_left_by_a_dead_process_is_swept() -> None:
     proc = subprocess.Popen(["sleep", "0"])
     proc.wait()  # its pid names the network: a process that has ended
-    left = podnet.PodNetwork(podnet.BASES.stop - 1, owner=proc.pid).create([1])
+    left = podnet.PodNetwork(podnet.BLOCKS.stop - 1, owner=proc.pid).create([1])
     try:
         assert _routes(left.network) != ""
         assert left.namespace in podnet.sweep()
@@ -72,3 +75,15 @@ def test_a_network_left_by_a_dead_process_is_swept() -> None:
         assert _routes(left.network) == ""
     finally:
         left.destroy()
+
+
+def test_the_layout_of_a_block() -> None:
+    network = podnet.PodNetwork(3, owner=1)
+    assert network.network == "198.19.24.0/21"
+    assert [network.pod_cidr(1), network.pod_cidr(6)] == ["198.19.25.0/24", "198.19.30.0/24"]
+    assert (network.host_address, network.ns_address) == ("198.19.31.1", "198.19.31.2")
+    assert (network.namespace, network.host_link) == ("chp-1", "chp1h")
+    with pytest.raises(ValueError, match=r"index must be 1\.\.6"):
+        network.pod_cidr(7)
+    with pytest.raises(ValueError, match=r"block must be in 0\.\.31"):
+        podnet.PodNetwork(32)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 EXECUTION_SPACE_PREFIX = "karmada-es-"
@@ -190,9 +190,79 @@ def manifest(template: Mapping[str, Any], replicas: int | None) -> dict[str, Any
         else:
             meta.pop(key, None)
     obj["metadata"] = meta
+    prune = MEMBER_SPECIFIC.get((_group(str(obj.get("apiVersion") or "")),
+                                 str(obj.get("kind") or "")))
+    if prune is not None:
+        prune(obj)
     if replicas is not None and has_replicas(obj):
         obj.setdefault("spec", {})["replicas"] = replicas
     return obj
+
+
+def _drop(mapping: Any, *keys: str) -> None:
+    if isinstance(mapping, dict):
+        for key in keys:
+            mapping.pop(key, None)
+
+
+def _prune_service(obj: dict[str, Any]) -> None:
+    # the control plane's cluster IP means nothing in a member, which allocates its own;
+    # "None" asks for a headless Service and stays
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and "clusterIP" in spec and spec["clusterIP"] != "None":
+        _drop(spec, "clusterIP", "clusterIPs")
+
+
+def _prune_deployment(obj: dict[str, Any]) -> None:
+    _drop(obj["metadata"].get("annotations"), "deployment.kubernetes.io/revision",
+          "deployment.kubernetes.io/revision-history")
+    if not obj["metadata"].get("annotations"):
+        obj["metadata"].pop("annotations", None)
+
+
+def _prune_job(obj: dict[str, Any]) -> None:
+    # the selector the control plane's API server generated names the template's uid; the
+    # member generates its own (unless the user chose the selector: manualSelector)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector") is True:
+        return
+    _drop((spec.get("selector") or {}).get("matchLabels"), "controller-uid",
+          "batch.kubernetes.io/controller-uid")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    _drop(labels, "controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
+          "batch.kubernetes.io/job-name")
+
+
+def _prune_service_account(obj: dict[str, Any]) -> None:
+    secrets = obj.get("secrets")
+    if isinstance(secrets, list):
+        prefix = f"{obj['metadata'].get('name', '')}-token-"
+        obj["secrets"] = [s for s in secrets
+                          if not str((s or {}).get("name", "")).startswith(prefix)]
+
+
+def _prune_secret(obj: dict[str, Any]) -> None:
+    # a service-account token is the member's to fill in, for its own ServiceAccount
+    if obj.get("type") == "kubernetes.io/service-account-token":
+        _drop(obj["metadata"].get("annotations"), "kubernetes.io/service-account.uid")
+        obj.pop("data", None)
+
+
+def _prune_pvc(obj: dict[str, Any]) -> None:
+    _drop(obj["metadata"].get("annotations"), "volume.kubernetes.io/selected-node")
+
+
+MEMBER_SPECIFIC: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("", "Service"): _prune_service,
+    ("apps", "Deployment"): _prune_deployment,
+    ("batch", "Job"): _prune_job,
+    ("", "ServiceAccount"): _prune_service_account,
+    ("", "Secret"): _prune_secret,
+    ("", "PersistentVolumeClaim"): _prune_pvc,
+}
+"""Fields the control plane's API server or controllers filled in that a member must fill
+in for itself, removed per kind before a template goes to the members (the kinds and
+fields Karmada's default interpreter prunes)."""
 
 
 def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> list[DesiredWork]:

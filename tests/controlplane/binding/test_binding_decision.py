@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -174,3 +175,62 @@ def test_work_index_follows_events() -> None:
     ("karmada-es-member1", "member1"), ("karmada-es-", None), ("default", None)])
 def test_cluster_of(namespace: str, cluster: str | None) -> None:
     assert decision.cluster_of(namespace) == cluster
+
+
+def _obj(api_version: str, kind: str, **fields: Any) -> dict[str, Any]:
+    meta = fields.pop("metadata", {})
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "web", "namespace": "demo", **meta}, **fields}
+
+
+UID = "batch.kubernetes.io/controller-uid"
+
+
+@pytest.mark.parametrize(("template", "expected"), [
+    # a Service's cluster IPs are the control plane's; each member allocates its own
+    (_obj("v1", "Service", spec={"clusterIP": "10.96.3.4", "clusterIPs": ["10.96.3.4"],
+                                 "ports": [{"port": 80}]}),
+     _obj("v1", "Service", spec={"ports": [{"port": 80}]})),
+    # ...but "None" is a headless Service, the user's choice
+    (_obj("v1", "Service", spec={"clusterIP": "None", "clusterIPs": ["None"]}),
+     _obj("v1", "Service", spec={"clusterIP": "None", "clusterIPs": ["None"]})),
+    (_obj("apps/v1", "Deployment", metadata={"annotations": {
+        "deployment.kubernetes.io/revision": "3", "team": "a"}}, spec={}),
+     _obj("apps/v1", "Deployment", metadata={"annotations": {"team": "a"}}, spec={})),
+    (_obj("apps/v1", "Deployment", metadata={"annotations": {
+        "deployment.kubernetes.io/revision": "3"}}, spec={}),
+     _obj("apps/v1", "Deployment", spec={})),
+    # a Job's generated selector names the control plane's uid: the member generates its own
+    (_obj("batch/v1", "Job", spec={
+        "selector": {"matchLabels": {UID: "u1"}},
+        "template": {"metadata": {"labels": {UID: "u1", "batch.kubernetes.io/job-name": "web",
+                                             "controller-uid": "u1", "job-name": "web",
+                                             "app": "web"}}}}),
+     _obj("batch/v1", "Job", spec={"selector": {"matchLabels": {}},
+                                   "template": {"metadata": {"labels": {"app": "web"}}}})),
+    (_obj("batch/v1", "Job", spec={"manualSelector": True,
+                                   "selector": {"matchLabels": {UID: "mine"}}}),
+     _obj("batch/v1", "Job", spec={"manualSelector": True,
+                                   "selector": {"matchLabels": {UID: "mine"}}})),
+    (_obj("v1", "ServiceAccount", secrets=[{"name": "web-token-abcde"}, {"name": "pull"}]),
+     _obj("v1", "ServiceAccount", secrets=[{"name": "pull"}])),
+    (_obj("v1", "Secret", type="kubernetes.io/service-account-token",
+          metadata={"annotations": {"kubernetes.io/service-account.name": "web",
+                                    "kubernetes.io/service-account.uid": "u2"}},
+          data={"token": "dA=="}),
+     _obj("v1", "Secret", type="kubernetes.io/service-account-token",
+          metadata={"annotations": {"kubernetes.io/service-account.name": "web"}})),
+    (_obj("v1", "Secret", type="Opaque", data={"k": "dg=="}),
+     _obj("v1", "Secret", type="Opaque", data={"k": "dg=="})),
+    (_obj("v1", "PersistentVolumeClaim", metadata={"annotations": {
+        "volume.kubernetes.io/selected-node": "node-1", "x": "y"}}),
+     _obj("v1", "PersistentVolumeClaim", metadata={"annotations": {"x": "y"}})),
+    # the same kind name in another group is not touched
+    (_obj("example.com/v1", "Service", spec={"clusterIP": "1.2.3.4"}),
+     _obj("example.com/v1", "Service", spec={"clusterIP": "1.2.3.4"})),
+])
+def test_manifest_leaves_out_what_each_member_fills_in(template: dict[str, Any],
+                                                       expected: dict[str, Any]) -> None:
+    original = copy.deepcopy(template)
+    assert decision.manifest(template, None) == expected
+    assert template == original  # the template itself is not changed

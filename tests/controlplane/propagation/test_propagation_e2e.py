@@ -186,6 +186,46 @@ async def ensure_namespace(api: kube.ApiClient, name: str) -> None:
         await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
 
 
+async def test_a_service_gets_its_cluster_ip_from_each_member(
+        workload_env: environment.LocalEnvironment) -> None:
+    """The control plane's cluster IP stays there: each member allocates its own."""
+    env = workload_env
+    name = cpkit.unique("svc")
+    async with env.client() as cp, cpkit.running(cp):
+        namespace = cpkit.unique("prop")
+        await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        service = await cp.create(resources.SERVICES, {
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}}, namespace=namespace)
+        assert service["spec"]["clusterIP"]  # allocated by the control plane's API server
+        await cp.create(resources.PROPAGATION_POLICIES, {
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "pp", "namespace": namespace},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Service",
+                                            "name": name}],
+                     "placement": {"clusterAffinity": {"clusterNames": ["member1",
+                                                                        "member2"]}}}},
+            namespace=namespace)
+        rb = f"{name}-service"
+        await cpkit.eventually(lambda: cpkit.get_or_none(
+            cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
+        await cp.patch(resources.RESOURCE_BINDINGS, rb, {"spec": {"clusters": [
+            {"name": "member1"}, {"name": "member2"}]}}, namespace=namespace)
+        work = binding.work_name("Service", name, namespace)
+        for member in ("member1", "member2"):
+            found = await cpkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
+                cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
+            manifest = found["spec"]["workload"]["manifests"][0]
+            assert "clusterIP" not in manifest["spec"] and "clusterIPs" not in manifest["spec"]
+
+            async def in_member(m: str = member) -> dict[str, Any] | None:
+                async with env.client(m) as api:
+                    return await cpkit.get_or_none(api, resources.SERVICES, name, namespace)
+            copy = await cpkit.eventually(in_member, what=f"Service in {member}")
+            assert copy["spec"]["clusterIP"], copy  # the member's own allocation
+            assert copy["spec"]["ports"][0]["port"] == 80
+
+
 async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env

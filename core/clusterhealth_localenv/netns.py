@@ -30,6 +30,22 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def join(namespace: str, host_link: str, ns_link: str, host_address: str,
+         ns_address: str) -> None:
+    """Make ``namespace`` and a veth pair into it, each end addressed (``a.b.c.d/len``) and up.
+
+    The caller removes what is left when this fails (``ip netns del``, ``ip link del``).
+    """
+    _ip("netns", "add", namespace)
+    _ip("link", "add", host_link, "type", "veth", "peer", "name", ns_link)
+    _ip("link", "set", ns_link, "netns", namespace)
+    _ip("addr", "add", host_address, "dev", host_link)
+    _ip("link", "set", host_link, "up")
+    for args in (("addr", "add", ns_address, "dev", ns_link), ("link", "set", ns_link, "up"),
+                 ("link", "set", "lo", "up")):
+        _ip("-n", namespace, *args)
+
+
 class TestHost:
     """One namespace ``ch-<name>`` reachable at :attr:`address`."""
 
@@ -46,15 +62,9 @@ class TestHost:
     def create(self) -> TestHost:
         """Make the namespace and its link (replacing leftovers of an aborted run)."""
         self.destroy()
-        _ip("netns", "add", self.namespace)
         try:
-            _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link)
-            _ip("link", "set", self.ns_link, "netns", self.namespace)
-            _ip("addr", "add", f"{self.host_address}/24", "dev", self.host_link)
-            _ip("link", "set", self.host_link, "up")
-            for args in (("addr", "add", f"{self.address}/24", "dev", self.ns_link),
-                         ("link", "set", self.ns_link, "up"), ("link", "set", "lo", "up")):
-                _ip("netns", "exec", self.namespace, "ip", *args)
+            join(self.namespace, self.host_link, self.ns_link, f"{self.host_address}/24",
+                 f"{self.address}/24")
         except NetnsError:
             self.destroy()
             raise

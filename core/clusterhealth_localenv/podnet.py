@@ -36,6 +36,8 @@ import socket
 import subprocess
 import threading
 
+from clusterhealth_localenv import netns
+
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = pathlib.Path("/var/run/netns")
 PREFIX = "chp-"
@@ -102,22 +104,18 @@ class PodNetwork:
     def create(self, indexes: list[int]) -> PodNetwork:
         """Make the namespace, the link, and the Pod ranges of the given members."""
         self.destroy()
-        _ip("netns", "add", self.namespace)
         try:
-            _ip("link", "add", self.host_link, "type", "veth", "peer", "name", self.ns_link)
-            _ip("link", "set", self.ns_link, "netns", self.namespace)
-            _ip("addr", "add", f"{self.host_address}/30", "dev", self.host_link)
-            _ip("link", "set", self.host_link, "up")
-            inside = [("addr", "add", f"{self.ns_address}/30", "dev", self.ns_link),
-                      ("link", "set", self.ns_link, "up"), ("link", "set", "lo", "up")]
+            netns.join(self.namespace, self.host_link, self.ns_link, f"{self.host_address}/30",
+                       f"{self.ns_address}/30")
             self.ranges = [self.pod_cidr(i) for i in indexes]
-            inside += [("route", "add", "local", cidr, "dev", "lo") for cidr in self.ranges]
-            for args in inside:
-                _ip("-n", self.namespace, *args)
+            for cidr in self.ranges:
+                _ip("-n", self.namespace, "route", "add", "local", cidr, "dev", "lo")
             _ip("route", "add", self.network, "via", self.ns_address, "dev", self.host_link)
-        except PodNetworkError:
+        except (PodNetworkError, netns.NetnsError, OSError) as exc:
             self.destroy()
-            raise
+            if isinstance(exc, PodNetworkError):
+                raise
+            raise PodNetworkError(f"{exc} (the pod network needs root and iproute2)") from exc
         return self
 
     def destroy(self) -> None:

@@ -249,6 +249,10 @@ class EventRecorder:
             self.metrics.dropped.labels(self.component, "rate_limit").inc()
             log.debug("rate limit: dropped event %s on %s", reason, involved["name"])
             return
+        if self._queue.full():  # before building it: a mass change drops thousands
+            self.metrics.dropped.labels(self.component, "backlog").inc()
+            self._log_backlog_drop(reason, involved["name"], message)
+            return
         message, reason, now = _cap(message), reason[:_MAX_FIELD], self.clock.now()
         pending = _Pending(
             key=(*subject, type_, reason, message),
@@ -257,11 +261,7 @@ class EventRecorder:
             timestamp=clocks.format_rfc3339(now),
             event_time=clocks.format_rfc3339(now, micro=True),
         )
-        try:
-            self._queue.put_nowait(pending)
-        except asyncio.QueueFull:
-            self.metrics.dropped.labels(self.component, "backlog").inc()
-            self._log_backlog_drop(reason, involved["name"], message)
+        self._queue.put_nowait(pending)
 
     def _log_backlog_drop(self, reason: str, name: str, message: str) -> None:
         """Say the first drop, then at most one line per :data:`DROP_LOG_INTERVAL`."""

@@ -63,6 +63,7 @@ RESULT_SUCCESS = "success"
 RESULT_REQUEUE_AFTER = "requeue_after"
 RESULT_ERROR = "error"
 RESULT_TERMINAL = "terminal"
+RESULTS = (RESULT_SUCCESS, RESULT_REQUEUE_AFTER, RESULT_ERROR, RESULT_TERMINAL)
 
 
 class ControllerMetrics:
@@ -84,7 +85,7 @@ class ControllerMetrics:
 
     def prime(self, controller: str) -> None:
         """Create every series of ``controller`` at zero (dashboards see them from the start)."""
-        for result in (RESULT_SUCCESS, RESULT_REQUEUE_AFTER, RESULT_ERROR, RESULT_TERMINAL):
+        for result in RESULTS:
             self.reconciles.labels(controller, result)
         self.workers.labels(controller).set(0)
         self.queue.depth.labels(controller).set(0)
@@ -122,6 +123,10 @@ class Controller:
         self.queue = workqueue.WorkQueue(settings.rate_limit, name=name,
                                          metrics=metrics.queue, clock=clock)
         metrics.prime(name)
+        self._workers = metrics.workers.labels(name)
+        self._duration = metrics.duration.labels(name)
+        self._results = {result: metrics.reconciles.labels(name, result) for result in RESULTS}
+        """This controller's series, looked up once instead of per key."""
 
     def enqueue(self, key: str) -> None:
         """Reconcile ``key`` soon."""
@@ -134,7 +139,7 @@ class Controller:
     async def process(self, key: str) -> str:
         """Reconcile ``key`` once, as a worker does; return the result label."""
         started = self.clock.monotonic()
-        self.metrics.workers.labels(self.name).inc()
+        self._workers.inc()
         try:
             result = await self._reconcile(key) or DONE
         except asyncio.CancelledError:
@@ -151,8 +156,8 @@ class Controller:
                               delay)
             return RESULT_ERROR
         finally:
-            self.metrics.workers.labels(self.name).dec()
-            self.metrics.duration.labels(self.name).observe(self.clock.monotonic() - started)
+            self._workers.dec()
+            self._duration.observe(self.clock.monotonic() - started)
         self.queue.forget(key)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
@@ -179,7 +184,7 @@ class Controller:
             key = await self.queue.get()
             try:
                 outcome = await self.process(key)
-                self.metrics.reconciles.labels(self.name, outcome).inc()
+                self._results[outcome].inc()
             finally:
                 self.queue.done(key)
 

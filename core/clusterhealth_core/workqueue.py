@@ -80,6 +80,16 @@ class QueueMetrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60))
 
 
+class _QueueSeries:
+    """One queue's children of :class:`QueueMetrics`."""
+
+    def __init__(self, metrics: QueueMetrics, name: str) -> None:
+        self.depth = metrics.depth.labels(name)
+        self.adds = metrics.adds.labels(name)
+        self.retries = metrics.retries.labels(name)
+        self.queue_duration = metrics.queue_duration.labels(name)
+
+
 class WorkQueue:
     """Deduplicating FIFO of string keys with delayed and rate-limited re-adds."""
 
@@ -98,6 +108,8 @@ class WorkQueue:
         self._failures: dict[str, int] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._ready = asyncio.Event()
+        self._series = None if metrics is None else _QueueSeries(metrics, name)
+        """This queue's series, looked up once (``labels()`` per key costs at 5,000 keys)."""
         self._rate_limit = rate_limit
         self._bucket = TokenBucket(rate_limit.qps, rate_limit.burst, self.clock)
 
@@ -105,15 +117,15 @@ class WorkQueue:
         return len(self._queue)
 
     def _depth(self) -> None:
-        if self.metrics is not None:
-            self.metrics.depth.labels(self.name).set(len(self._queue))
+        if self._series is not None:
+            self._series.depth.set(len(self._queue))
 
     def add(self, key: str) -> None:
         """Queue ``key`` (no-op when already waiting)."""
         if key in self._queued or key in self._dirty:
             return
-        if self.metrics is not None:
-            self.metrics.adds.labels(self.name).inc()
+        if self._series is not None:
+            self._series.adds.inc()
         if key in self._processing:
             self._dirty.add(key)
             return
@@ -145,8 +157,8 @@ class WorkQueue:
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         delay = max(self._rate_limit.backoff.delay(min(failures, 30)), self._bucket.reserve())
-        if self.metrics is not None:
-            self.metrics.retries.labels(self.name).inc()
+        if self._series is not None:
+            self._series.retries.inc()
         self.add_after(key, delay)
         return delay
 
@@ -166,10 +178,9 @@ class WorkQueue:
         key = self._queue.popleft()
         added = self._queued.pop(key)
         self._processing.add(key)
-        if self.metrics is not None:
+        if self._series is not None:
             self._depth()
-            self.metrics.queue_duration.labels(self.name).observe(
-                self.clock.monotonic() - added)
+            self._series.queue_duration.observe(self.clock.monotonic() - added)
         return key
 
     def done(self, key: str) -> None:

@@ -335,7 +335,7 @@ def build(snapshot: Snapshot, now: datetime.datetime,
     if snapshot.remedies is not None:
         parsed, malformed = parse_remedies(snapshot.remedies)
         result = remedy_decision.decide(name, statuses, parsed)
-        computed, computed_sources = result.actions, result.sources
+        computed, computed_sources = result.actions, dict(result.sources)
         found = tuple(verdicts.verdict(r, name, statuses)
                       for r in sorted(parsed, key=lambda r: r.metadata.name))
         if tuple(sorted(live_actions)) != computed:

@@ -42,7 +42,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_core import reconcile, runner, status
+from clusterhealth_core import floodlog, reconcile, runner, status
 from clusterhealth_core.api import meta, remedy
 from clusterhealth_core.kube import errors, informer, resources
 from clusterhealth_remedy import decision, index, metrics
@@ -197,6 +197,8 @@ class RemedyController:
         self._first_pass_done = asyncio.Event()
         self._status_due: dict[str, float] = {}
         """Remedy to when its status was first held back for busy Clusters (monotonic)."""
+        self.change_log = floodlog.SampledLog(log, "cluster change(s)", clock=term.clock)
+        """One line per Cluster whose actions change, summarised in a mass change."""
         self.clusters.add_handler(self._on_cluster)
         self.remedies.add_handler(self._on_remedy)
 
@@ -213,7 +215,7 @@ class RemedyController:
             self._first_pass_reconciled(name)
             gone = self.decisions.remove(name)
             if gone is not None:
-                self.metrics.set_actions(name, gone.actions, ())
+                self.metrics.set_actions(name, ())
                 self.metrics.set_sources(name, {})
                 for match in gone.matches:
                     self.remedy_controller.enqueue(match.remedy)
@@ -290,8 +292,7 @@ class RemedyController:
                 raise self._rejected(metrics.KIND_CLUSTER, name, exc) from exc
             self._record_changes(obj, before, result, others)
         previous = self.decisions.put(result)
-        self.metrics.set_actions(name, previous.actions if previous else tuple(before),
-                                 result.actions)
+        self.metrics.set_actions(name, result.actions)
         self.metrics.set_sources(name, result.sources)
         if previous is None or previous.matches != result.matches:
             touched = {m.remedy for m in result.matches}
@@ -326,13 +327,15 @@ class RemedyController:
                 f"Remedy {r} ({decision.describe(by_remedy[r].requirement)})"
                 for r in remedies if r in by_remedy
             )
-            log.info("cluster %s: %s added by %s", name, action, why)
+            self.change_log.log(f"{action} added", "cluster %s: %s added by %s", name, action,
+                                why)
             self.recorder.record(target, "Warning", "RemedyActionAdded", f"{action} added by {why}")
         for action, remedies in removed:
             was = f" (was: {', '.join(remedies)})" if remedies else ""
             if others:
                 was += f" (it was written by field manager {', '.join(others)})"
-            log.info("cluster %s: %s removed%s", name, action, was)
+            self.change_log.log(f"{action} removed", "cluster %s: %s removed%s", name, action,
+                                was)
             self.recorder.record(target, "Normal", "RemedyActionRemoved",
                                  f"{action} removed: no Remedy requires it any more{was}")
 
@@ -469,6 +472,7 @@ class RemedyController:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.change_log.flush()
 
 
 def _comparable(st: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import heapq
+import types
 from collections.abc import Container, Iterable, Mapping
 from typing import Any, assert_never
 
@@ -61,19 +63,31 @@ class Decision:
     matches: tuple[Match, ...]
     """The Remedies acting on the cluster, sorted by Remedy name."""
 
-    @property
+    @functools.cached_property
     def actions(self) -> tuple[str, ...]:
         """The sorted union of the matching Remedies' actions."""
         return tuple(sorted({action for match in self.matches for action in match.actions}))
 
-    @property
-    def sources(self) -> dict[str, tuple[str, ...]]:
-        """Action to the sorted names of the Remedies that produced it."""
+    @functools.cached_property
+    def sources(self) -> Mapping[str, tuple[str, ...]]:
+        """Action to the sorted names of the Remedies that produced it (read-only)."""
         remedies: dict[str, set[str]] = {}
         for match in self.matches:
             for action in match.actions:
                 remedies.setdefault(action, set()).add(match.remedy)
-        return {action: tuple(sorted(remedies[action])) for action in sorted(remedies)}
+        return types.MappingProxyType(
+            {action: tuple(sorted(remedies[action])) for action in sorted(remedies)})
+
+    @functools.cached_property
+    def _status(self) -> Mapping[str, Any]:
+        sources = tuple(
+            cluster.RemedyActionSource(action=action, remedies=names)
+            for action, names in self.sources.items()
+        )
+        status = cluster.ClusterStatus(
+            remedy_actions=self.actions, remedy_action_sources=sources
+        )
+        return types.MappingProxyType(status.to_dict())
 
 
 def covers(r: remedy.Remedy, cluster_name: str) -> bool:
@@ -221,14 +235,7 @@ def status_patch(decision: Decision) -> dict[str, Any]:
     applying ``{}`` with server-side apply removes the ones this field manager
     set before.
     """
-    sources = tuple(
-        cluster.RemedyActionSource(action=action, remedies=names)
-        for action, names in decision.sources.items()
-    )
-    status = cluster.ClusterStatus(
-        remedy_actions=decision.actions, remedy_action_sources=sources
-    )
-    return status.to_dict()
+    return dict(decision._status)  # computed once per decision (a mass change compares twice)
 
 
 def action_changes(

@@ -31,6 +31,8 @@ class RemedyMetrics:
             "status.remedyActionSources holds where the server declares that field).",
             ["cluster", "action", "remedy"], registry=registry,
         )
+        self._actions: dict[str, frozenset[str]] = {}
+        """Cluster to the action series this process exports for it."""
         self._sources: dict[str, frozenset[tuple[str, str]]] = {}
         """Cluster to the (action, Remedy) series this process exports for it."""
         self.evaluations = prometheus_client.Counter(
@@ -51,26 +53,36 @@ class RemedyMetrics:
         for kind in (KIND_CLUSTER, KIND_REMEDY):
             self.status_rejected.labels(kind)
 
-    def set_actions(self, cluster: str, before: tuple[str, ...], after: tuple[str, ...]) -> None:
-        """Move a cluster's active-action series from ``before`` to ``after``."""
-        for action in set(before) - set(after):
-            self.active_actions.remove(cluster, action)  # absent series: a no-op
-        for action in after:
+    def set_actions(self, cluster: str, actions: Iterable[str]) -> None:
+        """Make a cluster's active-action series ``actions`` (only the differences are touched)."""
+        after = frozenset(actions)
+        before = self._actions.pop(cluster, frozenset())
+        if after:
+            self._actions[cluster] = after
+        if after == before:
+            return  # the usual case: nothing to do for most Clusters of a mass change
+        for action in before - after:
+            self.active_actions.remove(cluster, action)
+        for action in after - before:
             self.active_actions.labels(cluster, action).set(1)
 
     def set_sources(self, cluster: str, sources: Mapping[str, Iterable[str]]) -> None:
         """Make a cluster's action-source series ``sources`` (action to Remedy names)."""
         after = frozenset((action, remedy) for action, remedies in sources.items()
                           for remedy in remedies)
-        for action, remedy in self._sources.pop(cluster, frozenset()) - after:
-            self.action_sources.remove(cluster, action, remedy)
-        for action, remedy in after:
-            self.action_sources.labels(cluster, action, remedy).set(1)
+        before = self._sources.pop(cluster, frozenset())
         if after:
             self._sources[cluster] = after
+        if after == before:
+            return
+        for action, remedy in before - after:
+            self.action_sources.remove(cluster, action, remedy)
+        for action, remedy in after - before:
+            self.action_sources.labels(cluster, action, remedy).set(1)
 
     def clear(self) -> None:
         """Drop every per-Cluster series (leadership lost: another replica reports them)."""
         self.active_actions.clear()
         self.action_sources.clear()
+        self._actions.clear()
         self._sources.clear()

@@ -42,15 +42,38 @@ def test_action_sources_follow_the_decisions(steps: list[tuple[str, Sources]],
     assert _series(registry, "clusterhealth_remedy_action_sources") == expected
 
 
+@pytest.mark.parametrize(("steps", "expected"), [
+    ([("m1", ("TrafficControl",))], {("m1", "TrafficControl")}),
+    ([("m1", ("TrafficControl",)), ("m1", ("TrafficControl", "Other"))],
+     {("m1", "TrafficControl"), ("m1", "Other")}),
+    ([("m1", ("TrafficControl", "Other")), ("m1", ("Other",)), ("m2", ("TrafficControl",))],
+     {("m1", "Other"), ("m2", "TrafficControl")}),
+    # the same again (a mass change re-decides most Clusters unchanged), then cleared
+    ([("m1", ("TrafficControl",)), ("m1", ("TrafficControl",))], {("m1", "TrafficControl")}),
+    ([("m1", ("TrafficControl",)), ("m1", ())], set()),
+    ([("m1", ())], set()),
+])
+def test_active_actions_follow_the_decisions(steps: list[tuple[str, tuple[str, ...]]],
+                                             expected: set[tuple[str, ...]]) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    remedy_metrics = metrics.RemedyMetrics(registry)
+    for cluster, actions in steps:
+        remedy_metrics.set_actions(cluster, actions)
+    assert _series(registry, "clusterhealth_remedy_active_actions") == expected
+
+
 def test_clear_drops_every_per_cluster_series_and_starts_afresh() -> None:
     registry = prometheus_client.CollectorRegistry()
     remedy_metrics = metrics.RemedyMetrics(registry)
-    remedy_metrics.set_actions("m1", (), ("TrafficControl",))
+    remedy_metrics.set_actions("m1", ("TrafficControl",))
     remedy_metrics.set_sources("m1", {"TrafficControl": ("dns",)})
     remedy_metrics.clear()
     assert _series(registry, "clusterhealth_remedy_active_actions") == set()
     assert _series(registry, "clusterhealth_remedy_action_sources") == set()
     # the next term reports again from nothing
     remedy_metrics.set_sources("m1", {"TrafficControl": ("manual",)})
+    remedy_metrics.set_actions("m1", ("TrafficControl",))
     assert _series(registry, "clusterhealth_remedy_action_sources") == {
         ("m1", "TrafficControl", "manual")}
+    assert _series(registry, "clusterhealth_remedy_active_actions") == {
+        ("m1", "TrafficControl")}

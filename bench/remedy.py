@@ -44,6 +44,7 @@ TARGET_CLUSTERS = 1000
 """The scale the issue's convergence target (< 10 s) is stated for."""
 RSS_PERIOD = 0.2
 """Seconds between VmRSS samples of a controller (VmHWM is read as well)."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- the controllers measured ----------------------------------------------------------
@@ -104,6 +105,17 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User plus system CPU seconds a process has used (``/proc/PID/stat``); 0 once gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def proc_mib(pid: int, key: str) -> float:
@@ -225,12 +237,22 @@ async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...
 
 @dataclasses.dataclass(frozen=True)
 class ScaleRun:
-    """One controller start on the workload: convergence times and memory."""
+    """One controller start on the workload: convergence times, CPU and memory."""
 
     after_start: float
     after_change: tuple[float, ...]
     rss_peak: float
     """MiB: the larger of VmHWM and the VmRSS samples."""
+    cpu_per_write: tuple[float, ...] = ()
+    """Per change: milliseconds of the controller's CPU per Cluster write."""
+    server_cpu_per_write: tuple[float, ...] = ()
+    """Per change: milliseconds of the API server's and etcd's CPU per Cluster write."""
+
+
+def _server_pids(env: environment.LocalEnvironment) -> list[int | None]:
+    """The control plane's kube-apiserver and etcd."""
+    return [env.servers[environment.CONTROL_PLANE].process.pid,
+            env.etcd.pid if env.etcd is not None else None]
 
 
 async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workload,
@@ -239,8 +261,12 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
     """Reset, start the controller, converge; then ``changes`` edits of ``scale-all``.
 
     The edits alternate between the changed spec (every Cluster needs a
-    write) and the base one (they are cleared again).
+    write) and the base one (they are cleared again).  Over each change the
+    CPU the controller, the API server and etcd used is read from ``/proc``,
+    per Cluster write: a cost linear in the work stays flat across scales.
     """
+    writes = workload.writes
+    servers = _server_pids(env)
     async with env.client(max_connections=16) as api:
         await workload.reset(api)
         await asyncio.sleep(1)
@@ -252,19 +278,23 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
         try:
             after_start = await wait_converged(api, expected[False], started)
             await asyncio.sleep(2)
-            after_change = []
+            after_change, ours, theirs = [], [], []
             for index in range(changes):
                 to_all = index % 2 == 0
                 body = workload.changed if to_all else workload.remedies[-1]
                 takeover.progress(f"{impl.name}: change {index + 1}/{changes} of scale-all")
+                cpu = cpu_seconds(ctrl.pid), sum(map(cpu_seconds, servers))
                 started = time.monotonic()
                 await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
                 after_change.append(await wait_converged(api, expected[to_all], started))
+                ours.append((cpu_seconds(ctrl.pid) - cpu[0]) * 1000 / writes)
+                theirs.append((sum(map(cpu_seconds, servers)) - cpu[1]) * 1000 / writes)
             hwm = proc_mib(ctrl.pid, "VmHWM")
         finally:
             sampler.cancel()
             stop(ctrl)
-    return ScaleRun(after_start, tuple(after_change), max([hwm, *samples]))
+    return ScaleRun(after_start, tuple(after_change), max([hwm, *samples]), tuple(ours),
+                    tuple(theirs))
 
 
 def scale_figures(workload: workloads.Workload, run: ScaleRun) -> list[report.Figure]:
@@ -360,6 +390,15 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
             report.Figure(f"{scale.label}: peak RSS, {who}", tuple(r.rss_peak for r in done),
                           "MiB", rss_target, rss_verdict),
         ]
+        cpu = tuple(c for r in done for c in r.cpu_per_write)
+        server_cpu = tuple(c for r in done for c in r.server_cpu_per_write)
+        if cpu and server_cpu:
+            figures += [
+                report.Figure(f"{scale.label}: CPU per write during a change, {who}", cpu,
+                              "ms/write"),
+                report.Figure(f"{scale.label}: API server + etcd CPU per write, with {who}",
+                              server_cpu, "ms/write"),
+            ]
     if "karmada" in runs and OURS_HTTPX.name in runs:
         figures.append(_ratio_figure(
             f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
@@ -402,6 +441,13 @@ def growth_figures(results: Mapping[int, Mapping[str, list[ScaleRun]]]) -> list[
             (growth,), "x",
             f"<= {limit:g}" if mine else "-",
             ("pass" if growth <= limit else "FAIL") if mine else "recorded"))
+        cpu_before = [c for r in results[small][name] for c in r.cpu_per_write]
+        cpu_after = [c for r in results[large][name] for c in r.cpu_per_write]
+        if cpu_before and cpu_after:
+            figures.append(report.Figure(
+                f"CPU per write {large:,} / {small:,} Clusters, {WHO.get(name, name)} "
+                "(1.00x: linear in the writes)",
+                (statistics.median(cpu_after) / statistics.median(cpu_before),), "x"))
     return figures
 
 

@@ -54,6 +54,8 @@ class Figure:
             return f"{value:.0f} ms"
         if self.unit == "x":
             return f"{value:.2f}x"
+        if self.unit == "ms/write":
+            return f"{value:.2f} ms/write"
         return f"{value:.1f} {self.unit}"
 
 

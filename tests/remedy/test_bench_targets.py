@@ -8,8 +8,9 @@ import pytest
 from bench import remedy, remedy_workload, report
 
 
-def run(start: float, changes: tuple[float, ...], rss: float) -> remedy.ScaleRun:
-    return remedy.ScaleRun(start, changes, rss)
+def run(start: float, changes: tuple[float, ...], rss: float,
+        cpu: tuple[float, ...] = ()) -> remedy.ScaleRun:
+    return remedy.ScaleRun(start, changes, rss, cpu, tuple(3 * c for c in cpu))
 
 
 def verdicts(figures: list[report.Figure]) -> dict[str, str]:
@@ -43,6 +44,27 @@ def test_growth_is_checked_for_ours_only() -> None:
     assert (ours.samples, ours.verdict) == ((6.0,), "FAIL")
     assert figures["change convergence 5,000 / 1,000 Clusters, Karmada, unthrottled"
                    ].verdict == "recorded"
+
+
+def test_cpu_per_write_is_reported_per_controller_and_its_growth_recorded() -> None:
+    results = {1000: {"ours": [run(1, (2.0,), 50, (2.0, 2.2))]},
+               5000: {"ours": [run(3, (12.0,), 80, (2.4, 2.6))]}}
+    workload = remedy_workload.Workload.build(70, 8)
+    rows = {f.name: f for f in remedy.compare_figures(remedy.Scale(5000, 500), workload,
+                                                      results[5000])}
+    assert rows["5,000 x 500: CPU per write during a change, ours"].samples == (2.4, 2.6)
+    assert rows["5,000 x 500: API server + etcd CPU per write, with ours"].samples == \
+        pytest.approx((7.2, 7.8))
+    growth = [f for f in remedy.growth_figures(results) if f.name.startswith("CPU per write")]
+    assert [round(f.samples[0], 3) for f in growth] == [round(2.5 / 2.1, 3)]
+    assert "2.50 ms/write" in report.text_table(list(rows.values()))
+
+
+def test_runs_without_cpu_samples_give_no_cpu_rows() -> None:
+    workload = remedy_workload.Workload.build(70, 8)
+    names = [f.name for f in remedy.compare_figures(remedy.Scale(1000, 100), workload,
+                                                    {"ours": [run(1, (2.0,), 50)]})]
+    assert not [n for n in names if "CPU" in n]
 
 
 @pytest.mark.parametrize(("text", "scale"), [("5000x500", remedy.Scale(5000, 500)),

@@ -32,7 +32,7 @@ async def serve(loaded: Loaded) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 2 on bad flags or config, 1 when the member cannot be reached, 0 on shutdown."""
-    return runner.main("clusterhealth-agent", load, serve, argv)
+    return runner.main("clusterhealth-agent", load, serve, argv, event_loop=runner.ASYNCIO)
 
 
 if __name__ == "__main__":

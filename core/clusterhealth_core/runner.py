@@ -18,7 +18,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar
 
 import prometheus_client
-import uvloop
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, events, reconcile, retry, schema, serving, settings, status
@@ -39,14 +38,20 @@ def main(
     load: Callable[[Sequence[str]], Parsed],
     serve: Callable[[Parsed], Coroutine[Any, Any, None]],
     argv: Sequence[str] | None = None,
+    *,
+    event_loop: str = "uvloop",
 ) -> int:
-    """Exit 2 on bad flags or files, 1 when the component cannot start, 0 on shutdown."""
+    """Exit 2 on bad flags or files, 1 when the component cannot start, 0 on shutdown.
+
+    ``event_loop`` is the component's default loop (:func:`event_loop_factory`);
+    ``CLUSTERHEALTH_EVENT_LOOP`` in the environment overrides it.
+    """
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_http_libraries()
     try:
         parsed = load(sys.argv[1:] if argv is None else argv)
-        loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, UVLOOP))
+        loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, event_loop))
     except settings.SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +65,7 @@ def main(
 
 
 EVENT_LOOP_ENV = "CLUSTERHEALTH_EVENT_LOOP"
-"""Which event loop a component runs on: ``uvloop`` (the default) or ``asyncio``."""
+"""Overrides the event loop a component runs on: ``uvloop`` or ``asyncio``."""
 UVLOOP = "uvloop"
 ASYNCIO = "asyncio"
 
@@ -70,15 +75,19 @@ def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
     uvloop (libuv's loop and its own TLS transport) took a sixth of the remedy
     controller's CPU per status write off at 5,000 Clusters, CPU it shares with
-    the API server; ``asyncio`` is the standard library's loop, for a platform
-    without uvloop or to rule it out when something misbehaves.
+    the API server: the controllers run on it.  ``asyncio`` is the standard
+    library's loop: the agent's default (a few requests a second on every
+    node, where the megabyte uvloop adds counts more), and the way to rule
+    uvloop out when something misbehaves.
     """
     if name == ASYNCIO:
         return asyncio.new_event_loop
     if name == UVLOOP:
+        import uvloop  # here, not at the top: the agent never loads it
+
         return uvloop.new_event_loop
     raise settings.SettingsError(
-        f"{EVENT_LOOP_ENV}={name!r}: give {UVLOOP!r} (the default) or {ASYNCIO!r}")
+        f"{EVENT_LOOP_ENV}={name!r}: give {UVLOOP!r} or {ASYNCIO!r}")
 
 
 def quiet_http_libraries() -> None:

@@ -486,6 +486,7 @@ async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
         impls += (BARE,)
     if karmada is not None:
         impls += (_karmada(karmada),)
+    runtime.python()  # made now if missing: its pip install must not count as a start
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         figures: list[report.Figure] = []
         if options.flips > 0:

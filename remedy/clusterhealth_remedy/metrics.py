@@ -4,37 +4,102 @@ Reconcile counts and durations, work-queue depth and retries come from the
 controller runtime (``clusterhealth_controller_*``, ``clusterhealth_workqueue_*``
 with ``controller``/``name`` ``remedy-cluster`` and ``remedy-status``); these
 are what only the Remedy controller knows.
+
+The per-Cluster series (an action on a Cluster, and the Remedies behind it)
+are not one ``Gauge`` child each: at 5,000 Clusters that was 10,000 child
+objects (about 1 KiB each, made and dropped again by every mass change) and a
+``labels()``/``remove()`` per Cluster write.  :class:`ClusterSeries` keeps
+each Cluster's actions and sources in two dictionaries, sharing equal values,
+and writes the samples at scrape time, as kube-state-metrics does for
+objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import prometheus_client
+import prometheus_client.core
+import prometheus_client.registry
 
 KIND_CLUSTER = "Cluster"
 KIND_REMEDY = "Remedy"
+
+
+class ClusterSeries(prometheus_client.registry.Collector):
+    """Per Cluster: its actions and the Remedies behind them, exported at scrape time."""
+
+    ACTIONS = "clusterhealth_remedy_active_actions"
+    SOURCES = "clusterhealth_remedy_action_sources"
+
+    def __init__(self) -> None:
+        self._actions: dict[str, frozenset[str]] = {}
+        self._sources: dict[str, frozenset[tuple[str, str]]] = {}
+        self._shared: dict[frozenset[object], frozenset[object]] = {}
+        """One object per distinct value: thousands of Clusters hold the same few."""
+
+    def _share(self, value: frozenset[object]) -> frozenset[object]:
+        return self._shared.setdefault(value, value)
+
+    def set_actions(self, cluster: str, actions: Iterable[str]) -> None:
+        """Make ``actions`` the cluster's action series (none: no series)."""
+        after: frozenset[str] = frozenset(actions)
+        if after:
+            self._actions[cluster] = self._share(after)  # type: ignore[assignment]
+        else:
+            self._actions.pop(cluster, None)
+
+    def set_sources(self, cluster: str, sources: Mapping[str, Iterable[str]]) -> None:
+        """Make ``sources`` (action to Remedy names) the cluster's source series."""
+        after = frozenset((action, remedy) for action, remedies in sources.items()
+                          for remedy in remedies)
+        if after:
+            self._sources[cluster] = self._share(after)  # type: ignore[assignment]
+        else:
+            self._sources.pop(cluster, None)
+
+    def clear(self) -> None:
+        """Forget every Cluster."""
+        self._actions.clear()
+        self._sources.clear()
+        self._shared.clear()
+
+    def _families(self) -> tuple[prometheus_client.core.GaugeMetricFamily,
+                                 prometheus_client.core.GaugeMetricFamily]:
+        return (
+            prometheus_client.core.GaugeMetricFamily(
+                self.ACTIONS, "1 for each remedy action currently written on a Cluster.",
+                labels=["cluster", "action"]),
+            prometheus_client.core.GaugeMetricFamily(
+                self.SOURCES,
+                "1 for each Remedy that requires an action on a Cluster, as decided (what "
+                "status.remedyActionSources holds where the server declares that field).",
+                labels=["cluster", "action", "remedy"]),
+        )
+
+    def describe(self) -> Iterator[prometheus_client.core.Metric]:
+        """The two families without samples (the registry checks names with them)."""
+        yield from self._families()
+
+    def collect(self) -> Iterator[prometheus_client.core.Metric]:
+        """Both families with a sample of 1 per (Cluster, action) and (Cluster, action, Remedy)."""
+        actions, sources = self._families()
+        for cluster, names in list(self._actions.items()):
+            for action in sorted(names):
+                actions.add_metric([cluster, action], 1)
+        for cluster, pairs in list(self._sources.items()):
+            for action, remedy in sorted(pairs):
+                sources.add_metric([cluster, action, remedy], 1)
+        yield actions
+        yield sources
 
 
 class RemedyMetrics:
     """Active actions and the Remedies behind them, evaluations, rejected writes, leadership."""
 
     def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
-        self.active_actions = prometheus_client.Gauge(
-            "clusterhealth_remedy_active_actions",
-            "1 for each remedy action currently written on a Cluster.",
-            ["cluster", "action"], registry=registry,
-        )
-        self.action_sources = prometheus_client.Gauge(
-            "clusterhealth_remedy_action_sources",
-            "1 for each Remedy that requires an action on a Cluster, as decided (what "
-            "status.remedyActionSources holds where the server declares that field).",
-            ["cluster", "action", "remedy"], registry=registry,
-        )
-        self._actions: dict[str, frozenset[str]] = {}
-        """Cluster to the action series this process exports for it."""
-        self._sources: dict[str, frozenset[tuple[str, str]]] = {}
-        """Cluster to the (action, Remedy) series this process exports for it."""
+        self.clusters = ClusterSeries()
+        registry.register(self.clusters)
         self.evaluations = prometheus_client.Counter(
             "clusterhealth_remedy_evaluations",
             "Evaluations of a Cluster against the Remedies.",
@@ -54,35 +119,13 @@ class RemedyMetrics:
             self.status_rejected.labels(kind)
 
     def set_actions(self, cluster: str, actions: Iterable[str]) -> None:
-        """Make a cluster's active-action series ``actions`` (only the differences are touched)."""
-        after = frozenset(actions)
-        before = self._actions.pop(cluster, frozenset())
-        if after:
-            self._actions[cluster] = after
-        if after == before:
-            return  # the usual case: nothing to do for most Clusters of a mass change
-        for action in before - after:
-            self.active_actions.remove(cluster, action)
-        for action in after - before:
-            self.active_actions.labels(cluster, action).set(1)
+        """Make a cluster's active-action series ``actions``."""
+        self.clusters.set_actions(cluster, actions)
 
     def set_sources(self, cluster: str, sources: Mapping[str, Iterable[str]]) -> None:
         """Make a cluster's action-source series ``sources`` (action to Remedy names)."""
-        after = frozenset((action, remedy) for action, remedies in sources.items()
-                          for remedy in remedies)
-        before = self._sources.pop(cluster, frozenset())
-        if after:
-            self._sources[cluster] = after
-        if after == before:
-            return
-        for action, remedy in before - after:
-            self.action_sources.remove(cluster, action, remedy)
-        for action, remedy in after - before:
-            self.action_sources.labels(cluster, action, remedy).set(1)
+        self.clusters.set_sources(cluster, sources)
 
     def clear(self) -> None:
         """Drop every per-Cluster series (leadership lost: another replica reports them)."""
-        self.active_actions.clear()
-        self.action_sources.clear()
-        self._actions.clear()
-        self._sources.clear()
+        self.clusters.clear()

@@ -77,3 +77,25 @@ def test_clear_drops_every_per_cluster_series_and_starts_afresh() -> None:
         ("m1", "TrafficControl", "manual")}
     assert _series(registry, "clusterhealth_remedy_active_actions") == {
         ("m1", "TrafficControl")}
+
+
+def test_the_series_are_written_at_scrape_time_in_the_exposition_format() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    remedy_metrics = metrics.RemedyMetrics(registry)
+    for n in range(3):
+        remedy_metrics.set_actions(f"m{n}", ("TrafficControl",))
+        remedy_metrics.set_sources(f"m{n}", {"TrafficControl": ("dns", "manual")})
+    remedy_metrics.set_actions("m1", ())
+    text = prometheus_client.generate_latest(registry).decode()
+    assert "# TYPE clusterhealth_remedy_active_actions gauge" in text
+    assert 'clusterhealth_remedy_active_actions{action="TrafficControl",cluster="m0"} 1.0' in text
+    assert 'cluster="m1"' not in text.split("clusterhealth_remedy_action_sources")[0]
+    assert ('clusterhealth_remedy_action_sources{action="TrafficControl",cluster="m2",'
+            'remedy="manual"} 1.0') in text
+
+
+def test_a_second_collector_of_the_same_names_is_refused() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    metrics.RemedyMetrics(registry)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(metrics.ClusterSeries())

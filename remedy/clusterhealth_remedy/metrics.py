@@ -9,9 +9,8 @@ The per-Cluster series (an action on a Cluster, and the Remedies behind it)
 are not one ``Gauge`` child each: at 5,000 Clusters that was 10,000 child
 objects (about 1 KiB each, made and dropped again by every mass change) and a
 ``labels()``/``remove()`` per Cluster write.  :class:`ClusterSeries` keeps
-each Cluster's actions and sources in two dictionaries, sharing equal values,
-and writes the samples at scrape time, as kube-state-metrics does for
-objects.
+each Cluster's actions and sources in two dictionaries and writes the samples
+at scrape time, as kube-state-metrics does for objects.
 """
 
 from __future__ import annotations
@@ -35,17 +34,12 @@ class ClusterSeries(prometheus_client.registry.Collector):
     def __init__(self) -> None:
         self._actions: dict[str, frozenset[str]] = {}
         self._sources: dict[str, frozenset[tuple[str, str]]] = {}
-        self._shared: dict[frozenset[object], frozenset[object]] = {}
-        """One object per distinct value: thousands of Clusters hold the same few."""
-
-    def _share(self, value: frozenset[object]) -> frozenset[object]:
-        return self._shared.setdefault(value, value)
 
     def set_actions(self, cluster: str, actions: Iterable[str]) -> None:
         """Make ``actions`` the cluster's action series (none: no series)."""
         after: frozenset[str] = frozenset(actions)
         if after:
-            self._actions[cluster] = self._share(after)  # type: ignore[assignment]
+            self._actions[cluster] = after
         else:
             self._actions.pop(cluster, None)
 
@@ -54,7 +48,7 @@ class ClusterSeries(prometheus_client.registry.Collector):
         after = frozenset((action, remedy) for action, remedies in sources.items()
                           for remedy in remedies)
         if after:
-            self._sources[cluster] = self._share(after)  # type: ignore[assignment]
+            self._sources[cluster] = after
         else:
             self._sources.pop(cluster, None)
 
@@ -62,7 +56,6 @@ class ClusterSeries(prometheus_client.registry.Collector):
         """Forget every Cluster."""
         self._actions.clear()
         self._sources.clear()
-        self._shared.clear()
 
     def _families(self) -> tuple[prometheus_client.core.GaugeMetricFamily,
                                  prometheus_client.core.GaugeMetricFamily]:

@@ -16,6 +16,7 @@ from clusterhealth_controlplane.detector import controller as detector
 from clusterhealth_controlplane.execution import controller as execution
 from clusterhealth_controlplane.failback import controller as failback
 from clusterhealth_controlplane.gracefuleviction import controller as graceful_eviction
+from clusterhealth_controlplane.namespacesync import controller as namespace_sync
 from clusterhealth_controlplane.status import binding as binding_status
 from clusterhealth_controlplane.status import work as work_status
 from clusterhealth_controlplane.taintmanager import controller as taint_manager
@@ -26,7 +27,11 @@ TABLE: tuple[manager.Entry, ...] = (
                   detector.Detector),
     manager.Entry("binding", "bindings -> one Work per target cluster in karmada-es-<cluster>",
                   binding.BindingController),
-    manager.Entry("execution", "Works -> member objects (server-side apply, finalizer)",
+    manager.Entry("namespaceSync", "every control-plane namespace (but reserved or opted-out "
+                  "ones) -> a Work per member, with its labels",
+                  namespace_sync.NamespaceSyncController),
+    manager.Entry("execution", "Works -> member objects (server-side apply, finalizer; "
+                  "another's object is left alone unless conflictResolution is Overwrite)",
                   execution.ExecutionController),
     manager.Entry("workStatus", "member objects' status -> Work.status.manifestStatuses",
                   work_status.WorkStatusController),
@@ -51,6 +56,7 @@ NEEDS: dict[str, tuple[resources.Resource, ...]] = {
                  resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
     "binding": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,
                 resources.WORKS),
+    "namespaceSync": (resources.NAMESPACES, resources.CLUSTERS, resources.WORKS),
     "execution": (resources.WORKS, resources.CLUSTERS),
     "workStatus": (resources.WORKS, resources.CLUSTERS),
     "bindingStatus": (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS,

@@ -42,6 +42,10 @@ class Context:
     metrics: metrics.FailoverMetrics = dataclasses.field(default_factory=metrics.FailoverMetrics)
     """The failover metric families, made once per process (a private registry by default)."""
     secret_namespace: str = CLUSTER_SECRET_NAMESPACE
+    controllers: frozenset[str] = frozenset()
+    """The names of the controllers running in this manager (set by :class:`Manager`), for
+    a controller whose behaviour depends on another's (execution waits for the namespaces
+    that the namespace sync makes)."""
     _members: members.MemberClients | None = None
     _discovery: discovery.Discovery | None = None
     _member_objects: memberobjects.MemberObjects | None = None
@@ -53,7 +57,8 @@ class Context:
             secrets = self.term.informers.informer(
                 resources.SECRETS, namespace=self.secret_namespace, transform=secret_fields)
             self._members = members.MemberClients(self.term.api, secrets=secrets,
-                                                  user_agent="clusterhealth-controlplane")
+                                                  user_agent="clusterhealth-controlplane",
+                                                  secret_namespace=self.secret_namespace)
         return self._members
 
     @property
@@ -98,6 +103,7 @@ class Manager:
 
     def __init__(self, context: Context, entries: Sequence[Entry]) -> None:
         self.context = context
+        context.controllers = frozenset(entry.name for entry in entries)
         self.parts = {entry.name: entry.make(context) for entry in entries}
 
     @property

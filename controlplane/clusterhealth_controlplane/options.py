@@ -11,6 +11,7 @@ numbers under the same names.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +69,19 @@ class Failback:
 
 
 @dataclasses.dataclass(frozen=True)
+class Propagation:
+    """What the namespace sync leaves out, beside Karmada's reserved namespaces."""
+
+    skipped_namespaces: tuple[re.Pattern[str], ...] = ()
+    """``--skipped-propagating-namespaces``: namespaces (regular expressions matched against
+    the whole name) the namespace sync never propagates, like Karmada's flag."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Options:
     """Every group, as the controllers receive them."""
 
+    propagation: Propagation = dataclasses.field(default_factory=Propagation)
     health: ClusterHealth = dataclasses.field(default_factory=ClusterHealth)
     taints: Taints = dataclasses.field(default_factory=Taints)
     eviction: Eviction = dataclasses.field(default_factory=Eviction)

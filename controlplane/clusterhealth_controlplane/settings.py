@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 from clusterhealth_controlplane import controllers, options
@@ -61,6 +62,11 @@ def parser() -> settings.FlagParser:
                    help="HTTP library to the API servers (decision 0004)")
     p.add_argument("--event-namespace", default="default",
                    help="namespace for Events about cluster-scoped objects")
+    p.add_argument("--skipped-propagating-namespaces", default="",
+                   help="comma-separated regular expressions (each matched against the whole "
+                        "name): namespaces the namespace sync never propagates, beside the "
+                        "reserved ones, default, and those labelled "
+                        "namespace.karmada.io/skip-auto-propagation=true")
     add_failover_flags(p)
     settings.add_serving_flags(p, 10357)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
@@ -112,9 +118,26 @@ def add_failover_flags(p: settings.FlagParser) -> None:
                    help="bindings rebalanced back at a time (1-64)")
 
 
+def skipped_namespaces(text: str) -> tuple[re.Pattern[str], ...]:
+    """``--skipped-propagating-namespaces``, compiled; :class:`settings.SettingsError` if bad."""
+    found = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            found.append(re.compile(item))
+        except re.error as exc:
+            raise settings.SettingsError(
+                f"--skipped-propagating-namespaces: {item!r} is not a regular expression "
+                f"({exc})") from exc
+    return tuple(found)
+
+
 def failover_options(args: argparse.Namespace) -> options.Options:
     """The parsed failover flags as :class:`options.Options`."""
     return options.Options(
+        propagation=options.Propagation(
+            skipped_namespaces=skipped_namespaces(args.skipped_propagating_namespaces)),
         health=options.ClusterHealth(
             update_frequency=args.cluster_status_update_frequency,
             success_threshold=args.cluster_success_threshold,

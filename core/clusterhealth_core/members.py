@@ -84,9 +84,13 @@ class MemberClients:
         secrets: informer.Informer | None = None,
         user_agent: str = "clusterhealth",
         timeout: float = 10.0,
+        secret_namespace: str | None = None,
     ) -> None:
         self.control_plane = control_plane
         self.secrets = secrets
+        self.secret_namespace = secret_namespace
+        """The one namespace credentials are read from (None: any): a Cluster whose
+        ``secretRef`` points elsewhere is refused, never read."""
         self.user_agent = user_agent
         self.timeout = timeout
         self._entries: dict[str, _Entry] = {}
@@ -158,6 +162,11 @@ class MemberClients:
         access = access_of(cluster)
         if access is None:
             raise errors.ConfigError(f"cluster {name}: no spec.apiEndpoint or spec.secretRef")
+        if self.secret_namespace is not None and access.secret_namespace != self.secret_namespace:
+            raise errors.ConfigError(
+                f"cluster {name}: spec.secretRef names Secret {access.secret_key}, outside "
+                f"{self.secret_namespace}, the only namespace member credentials are read "
+                "from; refused (move the Secret there)")
         entry = self._entries.get(name)
         if entry is not None and not entry.stale and entry.access == access:
             return entry.api

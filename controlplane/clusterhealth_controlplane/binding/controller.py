@@ -17,19 +17,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, workwriter
 from clusterhealth_controlplane.binding import decision
 from clusterhealth_core import reconcile
-from clusterhealth_core.kube import discovery, errors, informer, resources
+from clusterhealth_core.kube import discovery, informer, resources
 
 log = logging.getLogger(__name__)
 
 CONTROLLER = "binding"
 FIELD_MANAGER = "clusterhealth-binding"
+SYNC_POLL = 1.0
+"""Seconds between looks at a template kind's cache while it loads (a worker never waits for
+one: a kind the controller manager may not read never loads)."""
+SYNC_TIMEOUT = 10.0
+"""A template kind whose cache has not loaded after this long is reported, then retried."""
+RETRY_UNREADABLE = 30.0
 
 
 def resource_of(ref: decision.BindingRef) -> resources.Resource:
@@ -51,8 +56,8 @@ class BindingController:
         self.works = term.informers.informer(resources.WORKS)
         self.index = decision.WorkIndex()
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
-        self.namespaces: set[str] = set()
-        """Execution namespaces known to exist."""
+        self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
+        self.credentials_namespace = context.secret_namespace
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers))
@@ -62,9 +67,8 @@ class BindingController:
 
     @property
     def synced(self) -> bool:
-        """Whether the binding, Work and template caches have loaded."""
-        return (self.bindings.synced and self.cluster_bindings.synced and self.works.synced
-                and all(i.synced for _, i in self.templates.values()))
+        """Whether the binding and Work caches have loaded (template caches load per kind)."""
+        return self.bindings.synced and self.cluster_bindings.synced and self.works.synced
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
@@ -118,7 +122,6 @@ class BindingController:
             cache = self.term.informers.informer(resource)
             cache.add_handler(lambda event, obj, old: self._on_template(kind, event, obj, old))
             found = self.templates[(api_version, kind)] = (resource, cache)
-        await found[1].wait_synced()
         return found
 
     async def reconcile_binding(self, key: str) -> reconcile.Result | None:
@@ -130,6 +133,13 @@ class BindingController:
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             await self._delete(decision.orphans(None, existing, ()))
             return None
+        refused = decision.refusal(binding, self.credentials_namespace)
+        if refused is not None:
+            # never acted on: no Work is made, changed or deleted for it
+            log.warning("binding %s refused: %s", key, refused.message)
+            self.term.recorder.record(_with_kind(binding, ref), "Warning", refused.reason,
+                                      refused.message)
+            return None
         reference = (binding.get("spec") or {}).get("resource") or {}
         cached = await self._template_cache(str(reference.get("apiVersion")),
                                             str(reference.get("kind")))
@@ -137,6 +147,13 @@ class BindingController:
             log.warning("binding %s: the control plane does not serve %s %s; asking again later",
                         key, reference.get("kind"), reference.get("apiVersion"))
             return reconcile.Result(requeue_after=30.0)
+        if not cached[1].synced:
+            if cached[1].loading_for() < SYNC_TIMEOUT:
+                return reconcile.Result(requeue_after=SYNC_POLL)
+            log.warning("binding %s: %s %s cannot be listed (%s); asking again later", key,
+                        reference.get("kind"), reference.get("apiVersion"),
+                        cached[1].last_error or "its list has not loaded")
+            return reconcile.Result(requeue_after=RETRY_UNREADABLE)
         namespace = reference.get("namespace")
         template = cached[1].store.get(f"{namespace}/{reference.get('name')}" if namespace
                                        else str(reference.get("name")))
@@ -151,27 +168,14 @@ class BindingController:
         return None
 
     async def _apply(self, work: decision.DesiredWork) -> None:
-        if work.namespace not in self.namespaces:
-            with contextlib.suppress(errors.Conflict):
-                await self.api.create(resources.NAMESPACES,
-                                      {"metadata": {"name": work.namespace}})
-            self.namespaces.add(work.namespace)
-        current = self.works.store.get(f"{work.namespace}/{work.name}")
-        if current is not None and (current.get("metadata") or {}).get("deletionTimestamp"):
-            raise errors.KubeError(f"Work {work.namespace}/{work.name} is being deleted; "
-                                   "applying it again once it is gone")
-        try:
-            await self.api.apply(resources.WORKS, work.body(), field_manager=FIELD_MANAGER)
-        except errors.NotFound:
-            self.namespaces.discard(work.namespace)  # the namespace went away: make it again
-            raise
+        await self.writer.apply(work.body())
 
     async def _delete(self, works: list[Any]) -> None:
         for work in works:
-            meta = work["metadata"]
-            if meta.get("deletionTimestamp"):
-                continue
-            log.info("deleting Work %s/%s", meta["namespace"], meta["name"])
-            await self.api.delete(resources.WORKS, meta["name"], namespace=meta["namespace"],
-                                  missing_ok=True)
+            await self.writer.delete(work)
 
+
+def _with_kind(binding: dict[str, Any], ref: decision.BindingRef) -> dict[str, Any]:
+    """The binding with its apiVersion and kind (list items may lack them), for an Event."""
+    resource = resource_of(ref)
+    return {**binding, "apiVersion": resource.api_version, "kind": resource.kind}

@@ -41,6 +41,10 @@ WORK_NAME = "work.karmada.io/name"
 TEMPLATE_UID = "resourcetemplate.karmada.io/uid"
 TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
 CONFLICT_RESOLUTION = "work.karmada.io/conflict-resolution"
+"""On a Work and on its manifest: ``overwrite`` or ``abort``, what the execution controller does
+with a member object of the same name that this Work did not create (Karmada's values)."""
+OVERWRITE = "overwrite"
+ABORT = "abort"
 MANAGED = "karmada.io/managed"
 """Label on every object the execution controller applies in a member (value ``"true"``)."""
 
@@ -265,6 +269,19 @@ in for itself, removed per kind before a template goes to the members (the kinds
 fields Karmada's default interpreter prunes)."""
 
 
+def conflict_resolution(spec: Mapping[str, Any], template_meta: Mapping[str, Any]) -> str:
+    """``overwrite`` or ``abort``, as Karmada decides it for a Work.
+
+    The template's own ``work.karmada.io/conflict-resolution`` annotation wins when it says
+    ``overwrite`` or ``abort``; otherwise the binding's ``conflictResolution`` (``Overwrite``
+    or, by default, ``Abort``).
+    """
+    own = ((template_meta.get("annotations") or {}).get(CONFLICT_RESOLUTION))
+    if own in (OVERWRITE, ABORT):
+        return str(own)
+    return OVERWRITE if spec.get("conflictResolution") == "Overwrite" else ABORT
+
+
 def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> list[DesiredWork]:
     """The Works ``binding`` asks for, one per target cluster, in ``spec.clusters`` order."""
     meta = binding.get("metadata") or {}
@@ -277,8 +294,7 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
     else:
         labels = {RB_ID: binding_id(binding)}
         annotations = {RB_NAMESPACE: str(meta["namespace"]), RB_NAME: str(meta["name"])}
-    if spec.get("conflictResolution"):
-        annotations[CONFLICT_RESOLUTION] = str(spec["conflictResolution"])
+    annotations[CONFLICT_RESOLUTION] = conflict_resolution(spec, template_meta)
     name = work_name(str(template["kind"]), str(template_meta["name"]),
                      template_meta.get("namespace"))
     found: list[DesiredWork] = []
@@ -292,7 +308,8 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
         body = manifest(template, int(target.get("replicas") or 0))
         body_meta = body["metadata"]
         body_meta["labels"] = {**(body_meta.get("labels") or {}), **labels, MANAGED: "true"}
-        extra = {**annotations, WORK_NAME: name, WORK_NAMESPACE: namespace}
+        extra = {**annotations, WORK_NAME: name, WORK_NAMESPACE: namespace,
+                 CONFLICT_RESOLUTION: annotations[CONFLICT_RESOLUTION]}
         if template_meta.get("uid"):
             extra[TEMPLATE_UID] = str(template_meta["uid"])
         if template_meta.get("generation"):
@@ -301,6 +318,49 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
         found.append(DesiredWork(cluster, namespace, name, dict(labels), dict(annotations),
                                  body))
     return found
+
+
+REFUSED_CROSS_NAMESPACE = "CrossNamespaceResource"
+REFUSED_PROTECTED_NAMESPACE = "ProtectedNamespace"
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a binding is never acted on: a CamelCase reason and what to change."""
+
+    reason: str
+    message: str
+
+
+def refusal(binding: Mapping[str, Any], credentials_namespace: str) -> Refusal | None:
+    """Why ``binding`` must not be propagated (None: it may be).
+
+    A namespace user may write ResourceBindings in their namespace (Karmada's ``edit`` role
+    grants it), and ``spec.resource`` is theirs to set, so the binding is the request of
+    whoever may write in its namespace:
+
+    * a ResourceBinding propagates only a template of its own namespace (not another
+      namespace's, not a cluster-scoped one);
+    * no binding propagates from the cluster credentials namespace (the members' admin
+      tokens) or an execution namespace (``karmada-es-*``: the Works themselves).
+    """
+    meta = binding.get("metadata") or {}
+    reference = (binding.get("spec") or {}).get("resource") or {}
+    own = str(meta.get("namespace") or "")
+    target = str(reference.get("namespace") or "")
+    what = f"{reference.get('kind')} {target + '/' if target else ''}{reference.get('name')}"
+    if own and target != own:
+        where = f"namespace {target}" if target else "no namespace (cluster-scoped)"
+        return Refusal(REFUSED_CROSS_NAMESPACE, (
+            f"ResourceBinding {own}/{meta.get('name')} names {what}, in {where}: a "
+            f"ResourceBinding propagates only a resource of its own namespace ({own}); "
+            "nothing of it is propagated"))
+    if target and (target == credentials_namespace or cluster_of(target) is not None):
+        return Refusal(REFUSED_PROTECTED_NAMESPACE, (
+            f"{what} is in {target}, which holds the control plane's own objects (member "
+            "credentials or Works) and is never a source of templates; nothing of it is "
+            "propagated"))
+    return None
 
 
 PURGE_DIRECTLY = ("Directly", "Immediately")

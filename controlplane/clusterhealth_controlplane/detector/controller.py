@@ -38,6 +38,13 @@ POLICY_STATUS_DELAY = 1.0
 """Seconds a policy's condition waits for more claims to move (coalesced)."""
 MANAGED_BY = "clusterhealth.io/managed-by"
 """Label on the bindings the detector made (it deletes only those)."""
+SYNC_POLL = 0.5
+"""Seconds between looks at a newly selected kind's cache while it loads (the kinds worker
+never waits for one: a kind it may not read never loads, and must not hold up the others)."""
+SYNC_TIMEOUT = 10.0
+"""A selected kind whose cache has not loaded after this long is reported unreadable."""
+UNREADABLE_RETRY = 30.0
+"""Seconds between looks at a kind reported unreadable."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +91,8 @@ class Detector:
         """Every cached policy by ``kind|namespace|name``, parsed (None: malformed or deleting)."""
         self.unserved: set[tuple[str, str]] = set()
         """Selected kinds this API server did not serve when last asked."""
+        self.unreadable: dict[tuple[str, str], str] = {}
+        """Selected kinds whose cache has not loaded, with the informer's last error."""
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_template, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers),
@@ -101,9 +110,13 @@ class Detector:
 
     @property
     def synced(self) -> bool:
-        """Whether the policy caches and every started template cache have loaded."""
-        return (self.policies.synced and self.cluster_policies.synced
-                and all(i.synced for i in self.templates.values()))
+        """Whether the policy caches have loaded.
+
+        The template caches are not counted: a kind a policy selects may be one the
+        controller manager cannot read, whose cache never loads; the policy says so
+        (:data:`decision.REASON_UNREADABLE`), and the process stays ready.
+        """
+        return self.policies.synced and self.cluster_policies.synced
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
@@ -167,7 +180,19 @@ class Detector:
             self.resources[(api_version, kind)] = resource
             self.templates[(api_version, kind)] = cache
             cache.add_handler(self._on_template)
-            await cache.wait_synced()
+        if not cache.synced:
+            if cache.loading_for() < SYNC_TIMEOUT:
+                return reconcile.Result(requeue_after=SYNC_POLL)
+            why = cache.last_error or f"its list has not loaded in {SYNC_TIMEOUT:.0f}s"
+            if self.unreadable.get((api_version, kind)) != why:
+                log.warning("a policy selects %s %s, which cannot be listed (%s); its "
+                            "templates are not propagated until it can", kind, api_version, why)
+                self.unreadable[(api_version, kind)] = why
+                self._queue_policies_selecting(api_version, kind)
+            return reconcile.Result(requeue_after=UNREADABLE_RETRY)
+        if self.unreadable.pop((api_version, kind), None) is not None:
+            log.info("%s %s can be listed now", kind, api_version)
+            self._queue_policies_selecting(api_version, kind)
         for obj in cache.store.values():
             self.controller.enqueue(str(TemplateKey.of(_with_kind(obj, api_version, kind))))
         return reconcile.Result(requeue_after=self.resync_period)  # the safety net
@@ -237,7 +262,11 @@ class Detector:
             if decision.claim_of(template) == wanted]
         unserved = sorted({f"{s.kind} {s.api_version}" for s in candidate.spec.resource_selectors
                            if (s.api_version, s.kind) in self.unserved})
-        ok, reason, message = decision.selection_verdict(candidate, claimed, unserved)
+        unreadable = {f"{s.kind} {s.api_version}": self.unreadable[(s.api_version, s.kind)]
+                      for s in candidate.spec.resource_selectors
+                      if (s.api_version, s.kind) in self.unreadable}
+        ok, reason, message = decision.selection_verdict(candidate, claimed, unserved,
+                                                         unreadable)
         now = self.term.clock.now().replace(microsecond=0)
         condition = meta.Condition(
             type=decision.CONDITION_SELECTED,

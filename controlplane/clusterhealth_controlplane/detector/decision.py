@@ -47,6 +47,9 @@ CONDITION_SELECTED = "ResourcesSelected"
 """A policy's condition (beyond Karmada): whether it claims any resource template."""
 REASON_SELECTED = "Selected"
 REASON_NO_MATCH = "NoMatchingResource"
+REASON_UNREADABLE = "KindNotReadable"
+"""A selected kind the controller manager may not read (RBAC) or cannot list: its
+templates are neither seen nor propagated until that changes."""
 
 PRIORITY_NAME = 3
 PRIORITY_LABELS = 2
@@ -311,19 +314,31 @@ def describe_selector(selector: policy.ResourceSelector) -> str:
 
 
 def selection_verdict(candidate: Policy, claimed: Sequence[str],
-                      unserved: Sequence[str] = ()) -> tuple[bool, str, str]:
+                      unserved: Sequence[str] = (),
+                      unreadable: Mapping[str, str] | None = None) -> tuple[bool, str, str]:
     """The policy's ``ResourcesSelected`` condition: ``(ok, reason, message)``.
 
     ``unserved``: the selected kinds (``Widget example.com/v1``) this API server
     does not serve, named in the message so that a typo in a selector shows.
+    ``unreadable``: selected kinds the controller manager cannot list, with the
+    reason (a Forbidden answer: the kind is not among the chart's ``templateKinds``);
+    any of them makes the condition False, whatever else the policy claims.
     """
     missing = (f"; not served by this API server: {', '.join(sorted(unserved))}"
                if unserved else "")
+    claims = ""
     if claimed:
         shown = ", ".join(sorted(claimed)[:10])
         more = f" and {len(claimed) - 10} more" if len(claimed) > 10 else ""
-        return (True, REASON_SELECTED,
-                f"claims {len(claimed)} resource template(s): {shown}{more}{missing}")
+        claims = f"claims {len(claimed)} resource template(s): {shown}{more}"
+    if unreadable:
+        kinds = "; ".join(f"{kind} ({why})" for kind, why in sorted(unreadable.items()))
+        return (False, REASON_UNREADABLE,
+                f"{claims + '; ' if claims else ''}the controller manager cannot read "
+                f"{kinds}: nothing of {'these kinds' if len(unreadable) > 1 else 'this kind'} "
+                "is propagated (an operator adds it to the chart's templateKinds){missing}")
+    if claimed:
+        return True, REASON_SELECTED, f"{claims}{missing}"
     where = f" in namespace {candidate.namespace}" if candidate.namespace else ""
     selectors = "; ".join(describe_selector(s) for s in candidate.spec.resource_selectors)
     return (False, REASON_NO_MATCH,

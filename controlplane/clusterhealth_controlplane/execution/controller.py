@@ -28,9 +28,10 @@ from typing import Any
 from clusterhealth_controlplane import manager, memberobjects
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.execution import decision
+from clusterhealth_controlplane.namespacesync import decision as namespacesync
 from clusterhealth_core import reconcile, status
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import discovery, errors, resources
+from clusterhealth_core.kube import discovery, errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,10 @@ FIELD_MANAGER = "clusterhealth-execution"
 RETRY_UNREACHABLE = 10.0
 """Seconds between attempts while a member cannot be reached."""
 RETRY_REFUSED = 30.0
-"""Seconds between attempts while a member refuses a manifest (or does not serve its kind)."""
+"""Seconds between attempts while a member refuses a manifest (or does not serve its kind),
+or while a member object of the same name is another's (conflictResolution Abort)."""
+RETRY_NAMESPACE = 1.0
+"""Seconds between looks while a workload waits for its namespace's own Work."""
 PROBE_TIMEOUT = 5.0
 
 
@@ -54,6 +58,13 @@ class ExecutionController:
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: memberobjects.MemberObjects = context.member_objects
         self.member_namespaces: dict[str, set[str]] = {}
+        """Per member, the namespaces known to exist there."""
+        self.namespace_sync: informer.Informer | None = None
+        """The control plane's Namespaces, when the namespace sync runs beside (it then makes
+        the member namespaces it propagates, with their labels)."""
+        self.skipped_namespaces = context.options.propagation.skipped_namespaces
+        if "namespaceSync" in context.controllers:
+            self.namespace_sync = term.informers.informer(resources.NAMESPACES)
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_work, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers))
@@ -139,7 +150,6 @@ class ExecutionController:
 
     async def _sync(self, work: dict[str, Any], cluster: Mapping[str, Any]
                     ) -> reconcile.Result | None:
-        meta = work["metadata"]
         name = str(cluster["metadata"]["name"])
         manifests = decision.manifests(work)
         try:
@@ -156,20 +166,19 @@ class ExecutionController:
         except (errors.KubeError, OSError) as exc:
             await self._condition(work, False, f"cluster {name}: {exc}")
             raise
-        if missing:
-            message = decision.unserved_message(name, missing)
-            await self._condition(work, False, message)
-            self.term.recorder.record({**work, "apiVersion": resources.WORKS.api_version,
-                                       "kind": "Work"}, "Warning", decision.APPLIED_FAILED,
-                                      message)
+        refusals = [r for r in (decision.scope_refusal(name, m, res.namespaced)
+                                for res, m in found) if r]
+        if missing or refusals:
+            message = "; ".join(([decision.unserved_message(name, missing)] if missing else [])
+                                + refusals)
+            await self._refuse(work, decision.APPLIED_FAILED, message)
             return reconcile.Result(requeue_after=RETRY_REFUSED)
         for resource, manifest in found:
             await self.objects.watch(cluster, resource)
-            body = decision.prepare(manifest, str(meta["namespace"]), str(meta["name"]))
+            what = decision.describe(manifest)
             try:
-                await self._apply(name, api, resource, body)
+                outcome = await self._apply(work, cluster, api, resource, manifest)
             except errors.ApiError as exc:
-                what = f"{manifest.get('kind')} {body['metadata'].get('name')}"
                 await self._condition(work, False, f"cluster {name} refused {what}: {exc}")
                 if exc.status >= 500 or exc.status in (404, 429):
                     raise
@@ -177,24 +186,101 @@ class ExecutionController:
             except (errors.KubeError, OSError) as exc:
                 await self._condition(work, False, f"cluster {name}: {exc}")
                 raise
+            if outcome is not None:
+                return outcome
         await self._condition(work, True, "")
         return None
 
-    async def _apply(self, cluster: str, api: kube.ApiClient, resource: resources.Resource,
-                     body: dict[str, Any]) -> None:
-        namespace = body["metadata"].get("namespace") if resource.namespaced else None
-        known = self.member_namespaces.setdefault(cluster, set())
-        if namespace and namespace not in known:
-            with contextlib.suppress(errors.Conflict):
-                await api.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-            known.add(namespace)
-        if not resource.namespaced:
-            body["metadata"].pop("namespace", None)
+    async def _apply(self, work: Mapping[str, Any], cluster: Mapping[str, Any],
+                     api: kube.ApiClient, resource: resources.Resource,
+                     manifest: Mapping[str, Any]) -> reconcile.Result | None:
+        """Apply one manifest as its verdict says; a Result when the Work must wait or stop."""
+        meta = work["metadata"]
+        work_namespace, work_name = str(meta["namespace"]), str(meta["name"])
+        cluster_name = str(cluster["metadata"]["name"])
+        obj_meta = manifest.get("metadata") or {}
+        namespace = str(obj_meta.get("namespace") or "") if resource.namespaced else ""
+        if namespace and not await self._namespace_ready(cluster_name, api, namespace):
+            await self._condition(dict(work), False, (
+                f"waiting for namespace {namespace} in cluster {cluster_name}: the namespace "
+                "sync creates it, with its labels, before anything is applied in it"))
+            return reconcile.Result(requeue_after=RETRY_NAMESPACE)
+        live = self.objects.get(cluster_name, resource, namespace or None,
+                                str(obj_meta.get("name")))
+        if live is None or not decision.owned_by(live, work_namespace, work_name):
+            # not (yet) in the cache of our own objects: the member says what is there
+            try:
+                live = await api.get(resource, str(obj_meta.get("name")),
+                                     namespace=namespace or None)
+            except errors.NotFound:
+                live = None
+        verdict = decision.verdict(manifest, live, work_namespace, work_name)
+        if verdict is decision.Verdict.CONFLICT:
+            assert live is not None
+            await self._refuse(work, decision.APPLIED_FAILED,
+                               decision.conflict_message(cluster_name, manifest, live),
+                               event_reason=decision.CONFLICT_REASON, manifest=manifest)
+            return reconcile.Result(requeue_after=RETRY_REFUSED)
+        if verdict is decision.Verdict.ADOPT:
+            log.info("Work %s/%s adopts %s in %s (conflictResolution Overwrite)",
+                     work_namespace, work_name, decision.describe(manifest), cluster_name)
+        body = decision.prepare(manifest, work_namespace, work_name,
+                                adopt=verdict is decision.Verdict.ADOPT
+                                or decision.adopted(live))
         try:
-            await api.apply(resource, body, field_manager=FIELD_MANAGER, force=True)
+            await api.apply(resource, body, field_manager=FIELD_MANAGER,
+                            force=verdict is not decision.Verdict.CREATE)
         except errors.NotFound:
-            known.discard(namespace or "")
+            self.member_namespaces.get(cluster_name, set()).discard(namespace)
             raise
+        return None
+
+    async def _namespace_ready(self, cluster: str, api: kube.ApiClient, namespace: str) -> bool:
+        """Whether ``namespace`` exists in the member (made bare here unless the sync owns it).
+
+        With the namespace sync running, a namespace it propagates is created by its own
+        Work, with the control plane's labels (Pod Security admission among them): a
+        workload never lands in a bare namespace made ahead of it.
+        """
+        known = self.member_namespaces.setdefault(cluster, set())
+        if namespace in known:
+            return True
+        try:
+            await api.get(resources.NAMESPACES, namespace)
+        except errors.NotFound:
+            pass
+        else:
+            known.add(namespace)
+            return True
+        if self.namespace_sync is not None:
+            source = self.namespace_sync.store.get(namespace)
+            if source is not None and namespacesync.synced(source, self.skipped_namespaces):
+                work = self.works.store.get(f"{binding.execution_namespace(cluster)}/"
+                                            f"{namespacesync.work_name(namespace)}")
+                if work is not None:
+                    self.controller.enqueue(informer.key_of(work))
+                return False
+        with contextlib.suppress(errors.Conflict):
+            await api.create(resources.NAMESPACES, {"metadata": {
+                "name": namespace,
+                "annotations": {decision.CREATED_BY: decision.CREATED_BY_EXECUTION}}})
+        known.add(namespace)
+        return True
+
+    async def _refuse(self, work: Mapping[str, Any], reason: str, message: str, *,
+                      event_reason: str | None = None,
+                      manifest: Mapping[str, Any] | None = None) -> None:
+        """``Applied=False`` with ``message``, and Warning Events where the user looks.
+
+        On the Work, its binding and the template it came from.
+        """
+        await self._condition(dict(work), False, message)
+        why = event_reason or reason
+        recorder = self.term.recorder
+        recorder.record({**work, "apiVersion": resources.WORKS.api_version, "kind": "Work"},
+                        "Warning", why, message)
+        for involved in decision.sources(work, manifest):
+            recorder.record(involved, "Warning", why, message)
 
     async def _condition(self, work: dict[str, Any], ok: bool, message: str) -> None:
         meta = work["metadata"]
@@ -265,6 +351,14 @@ class ExecutionController:
                 log.info("not deleting %s %s in %s: it is not Work %s/%s's", resource.kind,
                          obj_meta.get("name"), cluster["metadata"]["name"], meta["namespace"],
                          meta["name"])
+                continue
+            if decision.adopted(live):
+                log.info("releasing %s %s in %s: Work %s/%s adopted it, and deletes only what "
+                         "it created", resource.kind, obj_meta.get("name"),
+                         cluster["metadata"]["name"], meta["namespace"], meta["name"])
+                with contextlib.suppress(errors.NotFound):
+                    await api.patch(resource, str(obj_meta.get("name")),
+                                    decision.release_patch(), namespace=namespace)
                 continue
             await api.delete(resource, str(obj_meta.get("name")), namespace=namespace,
                              missing_ok=True)

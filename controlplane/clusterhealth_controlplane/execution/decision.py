@@ -6,8 +6,16 @@
 * ``Applied`` on the Work: True/``AppliedSuccessful`` with Karmada's
   message, or False/``AppliedFailed`` with the member's error.  A kind the
   member does not serve fails the whole Work before anything is applied.
+* A member object that exists before the Work applies it, and that the Work did
+  not create, is a conflict (Karmada's rule): with ``conflictResolution`` ``abort``
+  (the default) it is neither changed nor deleted, and ``Applied`` says so, naming
+  it; with ``overwrite`` the Work adopts it, marks it adopted, and on deletion
+  releases it (takes its marks off) instead of deleting it: a Work deletes only
+  what it created.
 * A member object is deleted with its Work only when it is that Work's (its
   annotations name the Work), so a Work never deletes what another made.
+* A manifest whose scope differs in the member (namespaced on the control plane,
+  cluster-scoped there, or the reverse) is refused, never applied elsewhere.
 * A change to a member object needs re-applying when it is deleted or its
   desired state changed (not for status or bookkeeping updates).
 * Reachability: a Cluster's ``Ready`` condition True means reachable, False
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,19 +38,119 @@ APPLIED_FAILED = "AppliedFailed"
 APPLIED_MESSAGE = "Manifest has been successfully applied"
 
 BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "uid", "creationTimestamp")
+ADOPTED = "work.clusterhealth.io/adopted"
+"""On a member object a Work adopted (``overwrite``) rather than created: released, not
+deleted, with the Work."""
+CREATED_BY = "work.clusterhealth.io/created-by"
+"""On a member namespace the execution controller made bare for a workload (no namespace
+sync): the namespace's Work, when it comes, counts it as its own."""
+CREATED_BY_EXECUTION = "execution-controller"
+OUR_MARKS = (ADOPTED, CREATED_BY)
+"""Marks only the execution controller sets: taken off a manifest before it is applied."""
+RELEASED_LABELS = (binding.MANAGED, binding.RB_ID, binding.CRB_ID)
+RELEASED_ANNOTATIONS = (binding.WORK_NAMESPACE, binding.WORK_NAME, ADOPTED,
+                        binding.RB_NAMESPACE, binding.RB_NAME, binding.CRB_NAME,
+                        binding.TEMPLATE_UID, binding.TEMPLATE_GENERATION,
+                        binding.CONFLICT_RESOLUTION)
+"""What a released (adopted) object loses: every mark the Work put on it."""
 
 
-def prepare(manifest: Mapping[str, Any], work_namespace: str, work_name: str) -> dict[str, Any]:
-    """The manifest as applied in the member: with the managed label and the Work's names."""
+class Verdict(enum.Enum):
+    """What applying a manifest does to the member object of its name."""
+
+    CREATE = "create"
+    """Nothing there: create it (without force: a concurrent creation is not taken over)."""
+    UPDATE = "update"
+    """The Work's own object: apply, putting back what was changed by hand."""
+    ADOPT = "adopt"
+    """Another's object, and ``overwrite``: take it over, marked adopted."""
+    CONFLICT = "conflict"
+    """Another's object, and ``abort``: leave it alone and say so."""
+
+
+def resolution(manifest: Mapping[str, Any]) -> str:
+    """``overwrite`` or ``abort`` (the default), from the manifest's annotation."""
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    found = annotations.get(binding.CONFLICT_RESOLUTION)
+    return binding.OVERWRITE if found == binding.OVERWRITE else binding.ABORT
+
+
+def verdict(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, work_namespace: str,
+            work_name: str) -> Verdict:
+    """What to do with the member object ``live`` (None: absent) for this Work's manifest."""
+    if live is None:
+        return Verdict.CREATE
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if owned_by(live, work_namespace, work_name) \
+            or annotations.get(CREATED_BY) == CREATED_BY_EXECUTION:
+        return Verdict.UPDATE
+    if resolution(manifest) == binding.OVERWRITE:
+        return Verdict.ADOPT
+    return Verdict.CONFLICT
+
+
+def adopted(live: Mapping[str, Any] | None) -> bool:
+    """Whether the member object was adopted by a Work (not created by it)."""
+    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ADOPTED) == "true"
+
+
+def describe(manifest: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` (or ``Kind name``) of a manifest, for messages."""
+    meta = manifest.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{manifest.get('kind')} {namespace + '/' if namespace else ''}{meta.get('name')}"
+
+
+def conflict_message(cluster: str, manifest: Mapping[str, Any],
+                     live: Mapping[str, Any]) -> str:
+    """Why a manifest was not applied: the member object is another's, and ``abort``."""
+    other = work_of(live)
+    whose = (f"it belongs to Work {other[0]}/{other[1]}" if other is not None
+             else "it was not created by this control plane")
+    return (f"{describe(manifest)} already exists in cluster {cluster} and {whose}; with "
+            "conflictResolution Abort (the default) it is left as it is, neither changed nor "
+            "deleted (conflictResolution: Overwrite in the policy adopts it)")
+
+
+def scope_refusal(cluster: str, manifest: Mapping[str, Any], namespaced: bool) -> str | None:
+    """Why a manifest must not be applied where the member's kind has another scope."""
+    has_namespace = bool((manifest.get("metadata") or {}).get("namespace"))
+    if has_namespace == namespaced:
+        return None
+    if has_namespace:
+        return (f"{describe(manifest)} is namespaced on the control plane but its kind is "
+                f"cluster-scoped in cluster {cluster}: refused (it would be created "
+                "cluster-wide there); nothing of this Work was applied")
+    return (f"{describe(manifest)} is cluster-scoped on the control plane but its kind is "
+            f"namespaced in cluster {cluster}: refused; nothing of this Work was applied")
+
+
+def prepare(manifest: Mapping[str, Any], work_namespace: str, work_name: str,
+            adopt: bool = False) -> dict[str, Any]:
+    """The manifest as applied in the member: with the managed label and the Work's names.
+
+    ``adopt``: the object is another's that the Work takes over; marked so.
+    """
     obj = copy.deepcopy(dict(manifest))
     meta = obj.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), binding.MANAGED: "true"}
-    meta["annotations"] = {**(meta.get("annotations") or {}),
-                           binding.WORK_NAMESPACE: work_namespace, binding.WORK_NAME: work_name}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k not in OUR_MARKS}
+    meta["annotations"] = {**annotations, binding.WORK_NAMESPACE: work_namespace,
+                           binding.WORK_NAME: work_name}
+    if adopt:
+        meta["annotations"][ADOPTED] = "true"
     for key in BOOKKEEPING:
         meta.pop(key, None)
     obj.pop("status", None)
     return obj
+
+
+def release_patch() -> dict[str, Any]:
+    """A merge patch taking the Work's marks off an adopted object (left otherwise as is)."""
+    return {"metadata": {"labels": dict.fromkeys(RELEASED_LABELS),
+                         "annotations": dict.fromkeys(RELEASED_ANNOTATIONS)}}
 
 
 def work_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -106,3 +215,37 @@ def manifests(work: Mapping[str, Any]) -> list[dict[str, Any]]:
 def has_finalizer(work: Mapping[str, Any]) -> bool:
     """Whether the Work carries the execution controller's finalizer."""
     return binding.EXECUTION_FINALIZER in ((work.get("metadata") or {}).get("finalizers") or [])
+
+
+CONFLICT_REASON = "ApplyConflict"
+"""The Warning Events' reason when a member object is another's and the Work aborts."""
+
+
+def sources(work: Mapping[str, Any],
+            manifest: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """What a user looks at for a Work's trouble: its binding and its resource template.
+
+    Both as minimal object references (apiVersion, kind, metadata), from the annotations
+    the binding controller put on the Work and its manifest; ``manifest`` defaults to
+    the Work's first.
+    """
+    annotations = (work.get("metadata") or {}).get("annotations") or {}
+    found: list[dict[str, Any]] = []
+    if annotations.get(binding.RB_NAME) and annotations.get(binding.RB_NAMESPACE):
+        found.append({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+                      "metadata": {"name": annotations[binding.RB_NAME],
+                                   "namespace": annotations[binding.RB_NAMESPACE]}})
+    elif annotations.get(binding.CRB_NAME):
+        found.append({"apiVersion": "work.karmada.io/v1alpha2",
+                      "kind": "ClusterResourceBinding",
+                      "metadata": {"name": annotations[binding.CRB_NAME]}})
+    source = manifest if manifest is not None else next(iter(manifests(work)), None)
+    if source is not None and source.get("kind") and (source.get("metadata") or {}).get("name"):
+        meta = source.get("metadata") or {}
+        template_meta = {k: meta[k] for k in ("name", "namespace") if meta.get(k)}
+        uid = (meta.get("annotations") or {}).get(binding.TEMPLATE_UID)
+        if uid:
+            template_meta["uid"] = uid
+        found.append({"apiVersion": source.get("apiVersion"), "kind": source.get("kind"),
+                      "metadata": template_meta})
+    return found

@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 
 CONTROLLER = "bindingStatus"
 FIELD_MANAGER = "clusterhealth-binding-status"
+SYNC_POLL = 1.0
+SYNC_TIMEOUT = 10.0
+RETRY_UNREADABLE = 30.0
+"""While a template kind's cache loads it is looked at every ``SYNC_POLL`` seconds; past
+``SYNC_TIMEOUT`` (a kind that cannot be listed) every ``RETRY_UNREADABLE``."""
 
 
 class BindingStatusController:
@@ -41,6 +46,7 @@ class BindingStatusController:
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.works = term.informers.informer(resources.WORKS)
         self.index = binding.WorkIndex()
+        self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
@@ -91,16 +97,21 @@ class BindingStatusController:
             if work is not None and cluster and not work["metadata"].get("deletionTimestamp"):
                 works[cluster] = work
         items = decision.aggregated_status(works)
-        await self._write_binding(ref, found, items)
-        await self._write_template(found, items)
+        refused = binding.refusal(found, self.credentials_namespace)
+        await self._write_binding(ref, found, items, refused)
+        if refused is None:  # never another namespace's template
+            return await self._write_template(found, items)
         return None
 
     async def _write_binding(self, ref: binding.BindingRef, found: dict[str, Any],
-                             items: list[dict[str, Any]]) -> None:
+                             items: list[dict[str, Any]], refused: binding.Refusal | None
+                             ) -> None:
         current = found.get("status") or {}
         conditions = current.get("conditions") or []
         condition = decision.keep_transition(
-            decision.fully_applied(found, items, self.term.clock.now()), conditions)
+            decision.fully_applied(found, items, self.term.clock.now(),
+                                   (refused.reason, refused.message) if refused else None),
+            conditions)
         live = next((c for c in conditions if c.get("type") == decision.FULLY_APPLIED), None)
         if (current.get("aggregatedStatus") or []) == items \
                 and decision.same_condition(live, condition):
@@ -113,10 +124,11 @@ class BindingStatusController:
                                       field_manager=FIELD_MANAGER,
                                       namespace=ref.namespace or None)
 
-    async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]) -> None:
+    async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
+                              ) -> reconcile.Result | None:
         reference = (found.get("spec") or {}).get("resource") or {}
         if not decision.is_deployment(reference):
-            return
+            return None
         api_version, kind = str(reference.get("apiVersion")), str(reference.get("kind"))
         cached = self.templates.get((api_version, kind))
         if cached is None:
@@ -124,16 +136,19 @@ class BindingStatusController:
             cached = self.templates[(api_version, kind)] = (
                 resource, self.term.informers.informer(resource))
         resource, cache = cached
-        await cache.wait_synced()
+        if not cache.synced:  # loading, or not readable: look again, never wait here
+            return reconcile.Result(requeue_after=SYNC_POLL if cache.loading_for() < SYNC_TIMEOUT
+                                    else RETRY_UNREADABLE)
         namespace = str(reference.get("namespace") or "")
         template = cache.store.get(f"{namespace}/{reference.get('name')}")
         if template is None or template["metadata"].get("deletionTimestamp"):
-            return
+            return None
         wanted = decision.deployment_status(template, items)
         if not decision.template_status_changed(template, wanted):
-            return
+            return None
         with contextlib.suppress(errors.NotFound):
             await self.api.apply(resource, {"metadata": {"name": template["metadata"]["name"],
                                                          "namespace": namespace},
                                             "status": wanted},
                                  field_manager=FIELD_MANAGER, subresource="status")
+        return None

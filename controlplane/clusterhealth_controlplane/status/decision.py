@@ -137,15 +137,22 @@ def target_clusters(binding: Mapping[str, Any]) -> list[str]:
 
 
 def fully_applied(binding: Mapping[str, Any], items: Sequence[Mapping[str, Any]],
-                  now: datetime.datetime) -> dict[str, Any]:
-    """The binding's ``FullyApplied`` condition (lastTransitionTime to be kept if unchanged)."""
+                  now: datetime.datetime,
+                  refused: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The binding's ``FullyApplied`` condition (lastTransitionTime to be kept if unchanged).
+
+    ``refused``: ``(reason, message)`` when the binding is never propagated (it names a
+    template outside its namespace, ...): False with that reason and message.
+    """
     applied = {str(i["clusterName"]) for i in items if i.get("applied")}
     targets = target_clusters(binding)
-    ok = bool(targets) and all(c in applied for c in targets)
+    ok = refused is None and bool(targets) and all(c in applied for c in targets)
+    reason, message = refused or (
+        (FULLY_APPLIED_SUCCESS, FULLY_APPLIED_SUCCESS_MESSAGE) if ok
+        else (FULLY_APPLIED_FAILED, FULLY_APPLIED_FAILED_MESSAGE))
     condition: dict[str, Any] = {"type": FULLY_APPLIED, "status": "True" if ok else "False",
-                 "reason": FULLY_APPLIED_SUCCESS if ok else FULLY_APPLIED_FAILED,
-                 "message": FULLY_APPLIED_SUCCESS_MESSAGE if ok else FULLY_APPLIED_FAILED_MESSAGE,
-                 "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                                 "reason": reason, "message": message,
+                                 "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     generation = (binding.get("metadata") or {}).get("generation")
     if generation is not None:
         condition["observedGeneration"] = _int(generation)

@@ -184,6 +184,23 @@ class Informer:
         """Wait until the first list has been loaded."""
         await self._synced.wait()
 
+    def loading_for(self) -> float:
+        """Seconds this informer has run without its first list loaded (0 once loaded).
+
+        For caches a caller cannot be sure it may read (a kind RBAC forbids, or a
+        server that does not answer): instead of waiting for :meth:`wait_synced`,
+        the caller tries again later, and past a limit of its own says why from
+        :attr:`last_error`.
+        """
+        if self.synced or self._started_at is None:
+            return 0.0
+        return self.clock.monotonic() - self._started_at
+
+    @property
+    def last_error(self) -> str:
+        """The last list or watch failure (``""`` if none since the last success)."""
+        return self._last_error
+
     def health(self) -> tuple[bool, str]:
         """A ``/readyz`` check: synced and in contact with the server recently."""
         now = self.clock.monotonic()
@@ -303,6 +320,7 @@ class Informer:
                 if not self.resource_version:
                     self.resource_version = await self._relist()
                     self._synced.set()
+                    self._last_error = ""
                     quiet.recovered(self.name, "listed")
                 await self._watch()
                 quiet.recovered(self.name, "watching")
@@ -327,6 +345,10 @@ class Informer:
             except Exception as exc:  # anything: log, count, back off, go on
                 gone_before = False
                 self._failed(exc.__class__.__name__, str(exc))
+                if isinstance(exc, errors.Forbidden | errors.NotFound):
+                    # the server answered: this cache is refused (RBAC) or its kind is gone,
+                    # which its users report; it does not make the process unhealthy
+                    self._contact()
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0
                 if not isinstance(exc, errors.KubeError | OSError | TimeoutError):

@@ -94,8 +94,9 @@ def test_desired_works_one_per_cluster_with_karmadas_links() -> None:
     assert work.labels == {decision.RB_ID: "rb-uid"}
     assert work.annotations == {decision.RB_NAMESPACE: "default",
                                 decision.RB_NAME: "nginx-deployment",
-                                decision.CONFLICT_RESOLUTION: "Abort"}
+                                decision.CONFLICT_RESOLUTION: "abort"}
     annotations = work.manifest["metadata"]["annotations"]
+    assert annotations[decision.CONFLICT_RESOLUTION] == "abort"  # Karmada puts it on both
     assert annotations[decision.WORK_NAME] == "nginx-687f7fb96f"
     assert annotations[decision.WORK_NAMESPACE] == "karmada-es-member1"
     assert annotations[decision.TEMPLATE_UID] == "t-uid"
@@ -234,3 +235,61 @@ def test_manifest_leaves_out_what_each_member_fills_in(template: dict[str, Any],
     original = copy.deepcopy(template)
     assert decision.manifest(template, None) == expected
     assert template == original  # the template itself is not changed
+
+
+@pytest.mark.parametrize(("policy", "on_template", "expected"), [
+    (None, None, "abort"),                       # the default: never take over
+    ("Abort", None, "abort"),
+    ("Overwrite", None, "overwrite"),
+    ("Overwrite", "abort", "abort"),             # the template's own annotation wins
+    ("Abort", "overwrite", "overwrite"),
+    ("Overwrite", "Overwrite", "overwrite"),     # not a valid value there: ignored
+    (None, "yes", "abort"),
+])
+def test_conflict_resolution_is_karmadas(policy: str | None, on_template: str | None,
+                                         expected: str) -> None:
+    binding = rb([("member1", 1)])
+    del binding["spec"]["conflictResolution"]
+    if policy:
+        binding["spec"]["conflictResolution"] = policy
+    obj = template()
+    if on_template:
+        obj["metadata"]["annotations"] = {decision.CONFLICT_RESOLUTION: on_template}
+    work = decision.desired_works(binding, obj)[0]
+    assert work.annotations[decision.CONFLICT_RESOLUTION] == expected
+    assert work.manifest["metadata"]["annotations"][decision.CONFLICT_RESOLUTION] == expected
+
+
+def _bound(namespace: str | None, resource_namespace: str | None) -> dict[str, Any]:
+    binding = rb([("member1", 1)], namespace=namespace)
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings"}
+    if resource_namespace is not None:
+        reference["namespace"] = resource_namespace
+    binding["spec"]["resource"] = reference
+    return binding
+
+
+@pytest.mark.parametrize(("namespace", "resource_namespace", "reason", "says"), [
+    ("team-a", "team-a", None, None),
+    ("team-a", "team-b", decision.REFUSED_CROSS_NAMESPACE,
+     "names ConfigMap team-b/settings, in namespace team-b"),
+    ("team-a", "kube-system", decision.REFUSED_CROSS_NAMESPACE, "of its own namespace (team-a)"),
+    ("team-a", None, decision.REFUSED_CROSS_NAMESPACE, "no namespace (cluster-scoped)"),
+    ("team-a", "", decision.REFUSED_CROSS_NAMESPACE, "no namespace (cluster-scoped)"),
+    ("karmada-cluster", "karmada-cluster", decision.REFUSED_PROTECTED_NAMESPACE,
+     "never a source of templates"),
+    (None, "karmada-cluster", decision.REFUSED_PROTECTED_NAMESPACE, "member credentials"),
+    (None, "karmada-es-member1", decision.REFUSED_PROTECTED_NAMESPACE, "Works"),
+    (None, "team-b", None, None),                 # a ClusterResourceBinding: an admin's
+    (None, None, None, None),
+])
+def test_a_binding_propagates_only_what_its_namespace_may(
+        namespace: str | None, resource_namespace: str | None, reason: str | None,
+        says: str | None) -> None:
+    found = decision.refusal(_bound(namespace, resource_namespace), "karmada-cluster")
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and found.reason == reason
+        assert says is not None and says in found.message
+        assert "nothing of it is propagated" in found.message

@@ -195,3 +195,19 @@ def test_selection_verdict_names_kinds_the_server_does_not_serve() -> None:
     ok, reason, message = decision.selection_verdict(mine, [], ["Widget example.com/v1"])
     assert (ok, reason) == (False, decision.REASON_NO_MATCH)
     assert message.endswith("; not served by this API server: Widget example.com/v1")
+
+
+def test_selection_verdict_says_which_kinds_cannot_be_read() -> None:
+    mine = pp("p", [BY_NAME, {"apiVersion": "rbac.authorization.k8s.io/v1",
+                              "kind": "ClusterRole"}])
+    unreadable = {"ClusterRole rbac.authorization.k8s.io/v1": "Forbidden: 403 Forbidden"}
+    ok, reason, message = decision.selection_verdict(
+        mine, ["Deployment default/nginx"], (), unreadable)
+    assert (ok, reason) == (False, decision.REASON_UNREADABLE)
+    assert message.startswith("claims 1 resource template(s): Deployment default/nginx; the "
+                              "controller manager cannot read ClusterRole "
+                              "rbac.authorization.k8s.io/v1 (Forbidden: 403 Forbidden)")
+    assert "templateKinds" in message
+    ok, reason, message = decision.selection_verdict(mine, [], (), unreadable)
+    assert (ok, reason) == (False, decision.REASON_UNREADABLE)
+    assert message.startswith("the controller manager cannot read ClusterRole")

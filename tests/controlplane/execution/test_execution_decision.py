@@ -78,3 +78,108 @@ def test_manifests_and_finalizer() -> None:
     assert [m["kind"] for m in decision.manifests(work)] == ["Deployment"]
     assert decision.has_finalizer(work)
     assert not decision.has_finalizer({"metadata": {}})
+
+
+def _manifest(resolution: str | None = None, namespace: str | None = "team-a"
+              ) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "settings"}
+    if namespace:
+        meta["namespace"] = namespace
+    if resolution:
+        meta["annotations"] = {binding.CONFLICT_RESOLUTION: resolution}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
+
+
+def _live(**annotations: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "team-a", "uid": "u",
+                         "annotations": annotations}, "data": {"k": "platform"}}
+
+
+OURS = {binding.WORK_NAMESPACE: "karmada-es-member1", binding.WORK_NAME: "w"}
+OTHER_WORK = {binding.WORK_NAMESPACE: "karmada-es-member1", binding.WORK_NAME: "other"}
+
+
+@pytest.mark.parametrize(("resolution", "live", "expected"), [
+    (None, None, decision.Verdict.CREATE),
+    ("overwrite", None, decision.Verdict.CREATE),
+    (None, _live(**OURS), decision.Verdict.UPDATE),
+    ("abort", _live(**OURS), decision.Verdict.UPDATE),          # its own: always applied
+    (None, _live(), decision.Verdict.CONFLICT),                  # the platform's: left alone
+    ("abort", _live(), decision.Verdict.CONFLICT),
+    ("Overwrite", _live(), decision.Verdict.CONFLICT),          # only Karmada's lower case
+    ("overwrite", _live(), decision.Verdict.ADOPT),
+    (None, _live(**OTHER_WORK), decision.Verdict.CONFLICT),      # another Work's
+    ("overwrite", _live(**OTHER_WORK), decision.Verdict.ADOPT),
+    (None, _live(**{decision.CREATED_BY: decision.CREATED_BY_EXECUTION}),
+     decision.Verdict.UPDATE),                                   # made bare by execution
+])
+def test_verdict_is_karmadas_conflict_rule(resolution: str | None,
+                                           live: dict[str, Any] | None,
+                                           expected: decision.Verdict) -> None:
+    assert decision.verdict(_manifest(resolution), live, "karmada-es-member1", "w") == expected
+
+
+def test_a_conflict_names_the_object_and_whose_it_is() -> None:
+    message = decision.conflict_message("member1", _manifest(), _live())
+    assert message.startswith("ConfigMap team-a/settings already exists in cluster member1 "
+                              "and it was not created by this control plane")
+    assert "neither changed nor deleted" in message and "Overwrite" in message
+    other = decision.conflict_message("member1", _manifest(), _live(**OTHER_WORK))
+    assert "it belongs to Work karmada-es-member1/other" in other
+
+
+def test_an_adopted_object_is_marked_and_released_not_deleted() -> None:
+    body = decision.prepare(_manifest("overwrite"), "karmada-es-member1", "w", adopt=True)
+    assert body["metadata"]["annotations"][decision.ADOPTED] == "true"
+    assert decision.adopted(body) and not decision.adopted(_live(**OURS))
+    patch = decision.release_patch()
+    assert patch["metadata"]["labels"][binding.MANAGED] is None
+    assert set(body["metadata"]["annotations"]) <= set(patch["metadata"]["annotations"])
+    assert all(v is None for v in patch["metadata"]["annotations"].values())
+
+
+def test_a_template_cannot_forge_our_marks() -> None:
+    forged = _manifest()
+    forged["metadata"]["annotations"] = {decision.ADOPTED: "true",
+                                         decision.CREATED_BY: decision.CREATED_BY_EXECUTION,
+                                         binding.WORK_NAME: "someone-else"}
+    body = decision.prepare(forged, "karmada-es-member1", "w")
+    annotations = body["metadata"]["annotations"]
+    assert decision.ADOPTED not in annotations and decision.CREATED_BY not in annotations
+    assert annotations[binding.WORK_NAME] == "w"
+
+
+@pytest.mark.parametrize(("namespace", "namespaced", "says"), [
+    ("team-a", True, None),
+    (None, False, None),
+    ("team-a", False, "is namespaced on the control plane but its kind is cluster-scoped"),
+    (None, True, "is cluster-scoped on the control plane but its kind is namespaced"),
+])
+def test_a_kind_of_another_scope_in_the_member_is_refused(namespace: str | None,
+                                                          namespaced: bool,
+                                                          says: str | None) -> None:
+    found = decision.scope_refusal("member1", _manifest(namespace=namespace), namespaced)
+    if says is None:
+        assert found is None
+    else:
+        assert found is not None and says in found and "in cluster member1" in found
+
+
+def test_sources_are_the_binding_and_the_template() -> None:
+    manifest = _manifest()
+    manifest["metadata"]["annotations"] = {binding.TEMPLATE_UID: "t-uid"}
+    work = {"metadata": {"name": "w", "namespace": "karmada-es-member1",
+                         "annotations": {binding.RB_NAMESPACE: "team-a",
+                                         binding.RB_NAME: "settings-configmap"}},
+            "spec": {"workload": {"manifests": [manifest]}}}
+    assert decision.sources(work) == [
+        {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+         "metadata": {"name": "settings-configmap", "namespace": "team-a"}},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "settings", "namespace": "team-a", "uid": "t-uid"}}]
+    cluster_work = {"metadata": {"annotations": {binding.CRB_NAME: "ns-namespace"}},
+                    "spec": {}}
+    assert decision.sources(cluster_work) == [
+        {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
+         "metadata": {"name": "ns-namespace"}}]

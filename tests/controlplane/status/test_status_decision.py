@@ -98,6 +98,14 @@ def test_fully_applied(targets: tuple[str, ...], applied: dict[str, bool],
     assert condition["observedGeneration"] == 2
 
 
+def test_a_refused_binding_is_never_fully_applied() -> None:
+    items = [{"clusterName": "member1", "applied": True}]
+    condition = decision.fully_applied(binding("member1"), items, NOW,
+                                       ("CrossNamespaceResource", "names team-b/x"))
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False", "CrossNamespaceResource", "names team-b/x")
+
+
 def test_keep_transition_time_when_unchanged() -> None:
     wanted = decision.fully_applied(binding("member1"), [], NOW)
     live = [{**wanted, "lastTransitionTime": "2020-01-01T00:00:00Z"}]

@@ -19,71 +19,38 @@ written beside this chart; the same run-it test belongs here once it lands).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import pathlib
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import chartkit
+import cpchart
 import pytest
-import yaml
 
 from clusterhealth_controlplane.binding import decision as binding_decision
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, processes
 
-CHART = pathlib.Path(__file__).resolve().parents[2] / "charts" / "controlplane"
-NAMESPACE = "clusterhealth-system"
+NAMESPACE = cpchart.NAMESPACE
 RELEASE = "rbac-live"
 MANAGER = f"{RELEASE}-clusterhealth-controlplane-controller-manager"
 SCHEDULER = f"{RELEASE}-clusterhealth-controlplane-scheduler"
 SECRETS_NAMESPACE = "karmada-cluster"
-RBAC = "rbac.authorization.k8s.io"
-KINDS = {
-    "ServiceAccount": resources.SERVICE_ACCOUNTS,
-    "ClusterRole": resources.Resource(RBAC, "v1", "clusterroles", "ClusterRole", False),
-    "ClusterRoleBinding": resources.Resource(RBAC, "v1", "clusterrolebindings",
-                                             "ClusterRoleBinding", False),
-    "Role": resources.Resource(RBAC, "v1", "roles", "Role", True),
-    "RoleBinding": resources.Resource(RBAC, "v1", "rolebindings", "RoleBinding", True),
-}
 NO_SECRET_TEMPLATES = ('templateKinds=[{"apiGroup": "apps", "resources": ["deployments"], '
                        '"status": ["deployments"]}, {"apiGroup": "", "resources": ["configmaps"]}]')
+WITH_SECRET_TEMPLATES = ('templateKinds=[{"apiGroup": "", "resources": ["configmaps", '
+                         '"secrets"]}]')
 T = TypeVar("T")
 
 
 def _render(*sets: str, set_json: str | None = None) -> list[chartkit.Manifest]:
-    proc = subprocess.run(
-        [chartkit.helm_for(CHART), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-         "--set", "crds.enabled=false", *[a for s in sets for a in ("--set", s)],
-         *(["--set-json", set_json] if set_json else [])],
-        capture_output=True, text=True, check=True)
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return cpchart.render(RELEASE, *sets, set_json=set_json)
 
 
-async def _ensure_namespace(cp: kube.ApiClient, name: str) -> None:
-    with contextlib.suppress(errors.Conflict):
-        await cp.create(resources.NAMESPACES, {"metadata": {"name": name}})
-
-
-async def _install(cp: kube.ApiClient, documents: list[chartkit.Manifest]) -> None:
-    await _ensure_namespace(cp, NAMESPACE)
-    for document in documents:
-        kind = KINDS[document["kind"]]
-        namespace = document["metadata"].get("namespace")
-        await cp.delete(kind, document["metadata"]["name"], namespace=namespace,
-                        missing_ok=True)
-        await cp.create(kind, document, namespace=namespace)
-
-
-async def _uninstall(cp: kube.ApiClient, documents: list[chartkit.Manifest]) -> None:
-    for document in documents:
-        await cp.delete(KINDS[document["kind"]], document["metadata"]["name"],
-                        namespace=document["metadata"].get("namespace"), missing_ok=True)
+_install = cpchart.install
+_uninstall = cpchart.uninstall
 
 
 @pytest.fixture
@@ -136,6 +103,8 @@ MANAGER_MAY = [
     ("update", "clusters.cluster.karmada.io/status", "", "member1"),
     ("watch", "leases.coordination.k8s.io", SECRETS_NAMESPACE, ""),
     ("create", "namespaces", "", ""),
+    ("watch", "namespaces", "", ""),                                       # namespaceSync
+    ("get", "namespaces", "", "app"),                                      # execution
     ("create", "events", "app", ""),
     ("patch", "events", "default", "e"),
     ("watch", "deployments.apps", "", ""),
@@ -161,7 +130,10 @@ MANAGER_MUST_NOT = [
     ("patch", "clustertaintpolicies.policy.karmada.io", "", "p"),
     ("deletecollection", "works.work.karmada.io", "karmada-es-member1", ""),
     ("delete", "namespaces", "", "app"),
-    ("get", "namespaces", "", "app"),
+    ("patch", "namespaces", "", "app"),
+    ("get", "secrets", "app", "s"),                 # secrets are no template by default
+    ("list", "secrets", "", ""),
+    ("get", "secrets", "kube-system", "s"),
     ("delete", "deployments.apps", "app", "web"),
     ("create", "deployments.apps", "app", ""),
     ("create", "pods", "app", ""),
@@ -228,15 +200,20 @@ async def test_the_reviews_can_fail(cp: kube.ApiClient) -> None:
 
 async def test_secrets_are_readable_as_templates_only_when_listed(
         cp: kube.ApiClient, rbac: list[chartkit.Manifest]) -> None:
-    # the defaults list secrets among the templates (Karmada propagates them)
+    # the defaults leave secrets out: the controller manager reads only the members' ones
+    assert not await _allowed(cp, MANAGER, "get", "secrets", "app", "s")
+    assert not await _allowed(cp, MANAGER, "list", "secrets", "", "")
+    assert await _allowed(cp, MANAGER, "get", "secrets", SECRETS_NAMESPACE, "member1")
+    documents = _render("rbacOnly=true", set_json=WITH_SECRET_TEMPLATES)
+    await _install(cp, documents)
+    # listed, they are readable everywhere: what the chart's comment warns of
     assert await _allowed(cp, MANAGER, "get", "secrets", "app", "s")
+    assert await _allowed(cp, MANAGER, "get", "secrets", "kube-system", "s")
+    assert await _allowed(cp, MANAGER, "patch", "configmaps", "app", "c")
+    assert not await _allowed(cp, MANAGER, "patch", "services", "app", "s")
     documents = _render("rbacOnly=true", set_json=NO_SECRET_TEMPLATES)
     await _install(cp, documents)
     assert not await _allowed(cp, MANAGER, "get", "secrets", "app", "s")
-    assert not await _allowed(cp, MANAGER, "list", "secrets", "", "")
-    assert not await _allowed(cp, MANAGER, "get", "secrets", "kube-system", "s")
-    assert await _allowed(cp, MANAGER, "get", "secrets", SECRETS_NAMESPACE, "member1")
-    assert await _allowed(cp, MANAGER, "patch", "configmaps", "app", "c")
     assert not await _allowed(cp, MANAGER, "patch", "services", "app", "s")
 
 
@@ -265,16 +242,6 @@ async def _eventually(check: Callable[[], Awaitable[T | None]], what: str,
                              f"{process.log_tail(60)}") from None
 
 
-async def _token(cp: kube.ApiClient, account: str) -> str:
-    answer = await cp.request(
-        "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=NAMESPACE,
-                                                subresource="token"),
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-              "spec": {"audiences": ["https://kubernetes.default.svc"],
-                       "expirationSeconds": 3600}})
-    return str(answer["status"]["token"])
-
-
 async def _gone(api: kube.ApiClient, resource: resources.Resource, name: str,
                 namespace: str) -> bool:
     try:
@@ -284,32 +251,17 @@ async def _gone(api: kube.ApiClient, resource: resources.Resource, name: str,
     return False
 
 
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or []
-                 if c.get("type") == kind), None)
+_condition = cpchart.condition
 
 
 async def test_controller_manager_propagates_with_exactly_the_charts_rbac(
     env: environment.LocalEnvironment, cp: kube.ApiClient, rbac: list[chartkit.Manifest],
     tmp_path: pathlib.Path, python_env: dict[str, str],
 ) -> None:
-    kubeconfig = tmp_path / "sa.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "cp", "cluster": {
-            "server": env.servers[environment.CONTROL_PLANE].url,
-            "certificate-authority": str(env.workdir / "ca.crt")}}],
-        "users": [{"name": "sa", "user": {"token": await _token(cp, MANAGER)}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "cp", "user": "sa"}}]}))
-    deployment = next(d for d in _render() if d["kind"] == "Deployment"
-                      and d["metadata"]["name"] == MANAGER)
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "clusterhealth_controlplane"]
-    manager = processes.ManagedProcess(
-        "controlplane", [sys.executable, "-m", "clusterhealth_controlplane", *container["args"],
-                         "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1",
-                         "--healthz-port", "0"],
-        tmp_path / "controlplane.log", env={**python_env, "POD_NAMESPACE": NAMESPACE})
+    config = cpchart.kubeconfig(env, tmp_path / "sa.kubeconfig",
+                                await cpchart.token(cp, MANAGER))
+    manager = cpchart.manager_process(_render(), MANAGER, config,
+                                      tmp_path / "controlplane.log", python_env)
 
     namespace, name = f"rbac-{uuid.uuid4().hex[:6]}", f"web-{uuid.uuid4().hex[:6]}"
     labels = {"app": name}

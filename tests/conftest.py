@@ -120,9 +120,9 @@ async def members(
             await api.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def python_env() -> dict[str, str]:
-    """Environment for child Python processes that import the project."""
+    """Environment for child Python processes that import the project (never mutated)."""
     paths = [str(REPO / p) for p in ("core", "agent", "remedy", "mci-provider", "controlplane",
                                       "cli")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}

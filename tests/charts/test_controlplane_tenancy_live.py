@@ -2,9 +2,9 @@
 
 The controller manager runs as shipped: its own process, the chart's arguments,
 a token of the chart's ServiceAccount and exactly the chart's RBAC.  A tenant
-has ``edit`` rights in one namespace only (Kubernetes' ``edit`` role, plus
-PropagationPolicies and ResourceBindings there, as Karmada's ``edit``
-aggregation grants).  The member's credentials are an admin token, as platforms
+has ``edit`` rights in one namespace only (what Kubernetes' ``edit`` role grants
+for the kinds used here, plus PropagationPolicies and ResourceBindings there, as
+Karmada's ``edit`` aggregation grants).  The member's credentials are an admin token, as platforms
 usually give.  Each attack a security review found is tried, and each must be
 refused or contained where the tenant looks (a False condition, a Warning
 Event), with the API servers' audit logs as witnesses of what the controller
@@ -154,22 +154,36 @@ class Platform:
                 and str(e.get("userAgent", "")).startswith("clusterhealth-controlplane")]
 
 
+TENANT_RULES = [
+    # what Kubernetes' aggregated `edit` role grants for these kinds (the bare control plane
+    # runs no kube-controller-manager, which fills `edit` in by aggregation)
+    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services", "pods",
+                                      "serviceaccounts"], "verbs": ["*"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets"],
+     "verbs": ["*"]},
+    # what Karmada's `edit` aggregation adds
+    {"apiGroups": ["policy.karmada.io"], "resources": ["propagationpolicies"],
+     "verbs": ["*"]},
+    {"apiGroups": ["work.karmada.io"], "resources": ["resourcebindings"], "verbs": ["*"]},
+    # the test's own kind
+    {"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["*"]},
+]
+
+
 async def _tenant_rights(cp: kube.ApiClient, team: str) -> str:
-    """A ServiceAccount in ``team`` with edit there (and Karmada's kinds): its token."""
+    """A ServiceAccount with a team's edit rights in ``team`` (only): its token."""
     await cp.create(resources.SERVICE_ACCOUNTS, {"metadata": {"name": "tenant",
                                                               "namespace": team}},
                     namespace=team)
-    await cp.create(ROLES, {"metadata": {"name": "karmada-edit", "namespace": team}, "rules": [
-        {"apiGroups": ["policy.karmada.io"], "resources": ["propagationpolicies"],
-         "verbs": ["*"]},
-        {"apiGroups": ["work.karmada.io"], "resources": ["resourcebindings"], "verbs": ["*"]},
-        {"apiGroups": [GROUP], "resources": ["widgets"], "verbs": ["*"]}]}, namespace=team)
-    for role, kind in (("edit", "ClusterRole"), ("karmada-edit", "Role")):
-        await cp.create(ROLE_BINDINGS, {
-            "metadata": {"name": f"tenant-{role}", "namespace": team},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": team}]},
-            namespace=team)
+    await cp.create(ROLES, {"metadata": {"name": "team-edit", "namespace": team},
+                            "rules": TENANT_RULES}, namespace=team)
+    await cp.create(ROLE_BINDINGS, {
+        "metadata": {"name": "tenant-edit", "namespace": team},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "team-edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": team}]},
+        namespace=team)
     return await cpchart.token(cp, "tenant", namespace=team)
 
 

@@ -24,6 +24,9 @@ from clusterhealth_localenv import environment, waiting
 T = TypeVar("T")
 PROPAGATION = ("detector", "binding", "execution", "workStatus", "bindingStatus")
 """The controllers that propagate templates (no failover)."""
+WITH_NAMESPACE_SYNC = ("detector", "binding", "namespaceSync", "execution", "workStatus",
+                       "bindingStatus")
+"""The same, with the namespace sync (which the chart's default runs too)."""
 
 
 def unique(prefix: str) -> str:

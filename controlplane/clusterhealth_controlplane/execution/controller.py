@@ -79,7 +79,10 @@ class ExecutionController:
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
-        for cache in (self.works, self.clusters):
+        caches = [self.works, self.clusters]
+        if self.namespace_sync is not None:  # which member namespaces the sync makes
+            caches.append(self.namespace_sync)
+        for cache in caches:
             await cache.wait_synced()
         await self.controller.run()
 

@@ -51,7 +51,7 @@ async def test_a_privileged_pod_never_runs_where_the_namespace_is_restricted(
     namespace = cpkit.unique("psa")
     names = {"privileged": cpkit.unique("host"), "compliant": cpkit.unique("web")}
     async with env.client() as cp, env.client("member1") as member, \
-            cpkit.running(cp, (*cpkit.PROPAGATION, "namespaceSync")):
+            cpkit.running(cp, cpkit.WITH_NAMESPACE_SYNC):
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace,
                                                             "labels": RESTRICTED}})
         for kind, name in names.items():

@@ -264,7 +264,8 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
     kubeconfig = _kubeconfig(tmp_path)
     loaded = manager_settings.load([*args, f"--kubeconfig={kubeconfig}"],
                                    environ={"POD_NAMESPACE": NAMESPACE})
-    assert loaded.controllers == ("detector", "binding", "workStatus", "bindingStatus",
+    assert loaded.controllers == ("detector", "binding", "namespaceSync", "workStatus",
+                                  "bindingStatus",
                                   "clusterStatus", "clusterTaint", "taintManager",
                                   "gracefulEviction", "failback")
     assert loaded.election.lease_name == MANAGER
@@ -458,8 +459,8 @@ def test_schema_accepts_controller_selections(render: Render, controllers: str) 
     assert f"--controllers={controllers}" in args
 
 
-@pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-execution,"
-                                         "-workStatus,-bindingStatus,-clusterStatus,"
+@pytest.mark.parametrize("controllers", ["-detector", "*,-detector,-binding,-namespaceSync,"
+                                         "-execution,-workStatus,-bindingStatus,-clusterStatus,"
                                          "-clusterTaint,-taintManager,"
                                          "-gracefulEviction,-failback",
                                          "detector,-detector"])
@@ -561,14 +562,14 @@ def _expected_manager(templates: bool = True) -> set[Grant]:
         | _grants("", "policy.karmada.io", "clustertaintpolicies", "get list watch")
         | _grants("", "cluster.karmada.io", "clusters/status", "patch update")
         | _grants("karmada-cluster", "coordination.k8s.io", "leases", "get list watch")
-        | _grants("", "", "namespaces", "create")
+        | _grants("", "", "namespaces", "get list watch create")
         | _grants("", "", "events", "create patch")
         | _grants("karmada-cluster", "", "secrets", "get list watch")
         | _lease(MANAGER))
     if templates:
         grants |= (_grants("", "apps", "deployments statefulsets replicasets",
                            "get list watch patch")
-                   | _grants("", "", "services configmaps secrets serviceaccounts",
+                   | _grants("", "", "services configmaps serviceaccounts",
                              "get list watch patch")
                    | _grants("", "apps", "deployments/status statefulsets/status", "patch"))
     return grants
@@ -595,10 +596,9 @@ def test_rbac_is_exactly_least_privilege(render: Render) -> None:
             & set(rule["verbs"]), where
     assert _granted(documents, MANAGER) == _expected_manager()
     assert _granted(documents, SCHEDULER) == _expected_scheduler()
-    # Secrets: in karmada-cluster (the members' credentials) and as templates only
+    # Secrets: in karmada-cluster (the members' credentials) only, by default
     secrets = {g for g in _granted(documents, MANAGER) if g[2] == "secrets"}
-    assert secrets == _grants("karmada-cluster", "", "secrets", "get list watch") \
-        | _grants("", "", "secrets", "get list watch patch")
+    assert secrets == _grants("karmada-cluster", "", "secrets", "get list watch")
     # the scheduler deletes nothing, creates no binding, reads no Secret
     assert not [g for g in _granted(documents, SCHEDULER)
                 if g[3] in ("delete", "create") and g[2] != "leases" and g[2] != "events"]

@@ -76,7 +76,7 @@ helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version }}
 {{/* The controllers --controllers selects, as the controller manager computes them
      (clusterhealth_core.selection): "*" adds every known one, "-name" leaves one out. */}}
 {{- define "controlplane.selectedControllers" -}}
-{{- $known := list "detector" "binding" "execution" "workStatus" "bindingStatus" "clusterStatus" "clusterTaint" "taintManager" "gracefulEviction" "failback" -}}
+{{- $known := list "detector" "binding" "namespaceSync" "execution" "workStatus" "bindingStatus" "clusterStatus" "clusterTaint" "taintManager" "gracefulEviction" "failback" -}}
 {{- $chosen := list -}}
 {{- $excluded := list -}}
 {{- range splitList "," .Values.controllerManager.controllers -}}

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 SOURCES := core agent remedy mci-provider controlplane cli
 LINT_PATHS := $(SOURCES) tests bench
 
-.PHONY: setup demo test lint unit bench clean
+.PHONY: setup demo test lint unit bench clean image lock
 
 setup:
 	@./scripts/bootstrap.sh
@@ -39,3 +39,17 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# The image's hashed lock files (image/*.lock) from pyproject.toml's runtime dependencies
+# and build requirements; tests/test_image.py fails when they disagree with pyproject.toml.
+UV_VERSION := 0.9.30
+LOCK_FLAGS := --quiet --generate-hashes --python-version 3.11 --python-platform linux \
+	--custom-compile-command "make lock"
+lock:
+	$(VENV)/bin/pip install -q "uv==$(UV_VERSION)"
+	$(VENV)/bin/uv pip compile $(LOCK_FLAGS) --no-strip-extras pyproject.toml \
+		-o image/requirements.lock
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
+		> build/build-requirements.in
+	$(VENV)/bin/uv pip compile $(LOCK_FLAGS) build/build-requirements.in \
+		-o image/build-requirements.lock

@@ -442,11 +442,16 @@ class Builder:
                     (partial / meta.name).write_text(json.dumps(info, indent=2) + "\n")
                     shutil.rmtree(out_dir, ignore_errors=True)
                     partial.rename(out_dir)
-                for old in self.cache.glob(f"{self.spec.name}-*"):
-                    if old != out_dir and old.is_dir():  # one archive per image is kept
+                for old in self._own(self.cache):
+                    if old != out_dir:  # one archive per image is kept
                         shutil.rmtree(old, ignore_errors=True)
                 return self._built(archive, meta, cached=False)
         return self._built(archive, meta, cached=True)
+
+    def _own(self, folder: pathlib.Path) -> list[pathlib.Path]:
+        """This image's cache entries in ``folder`` (``<name>-<hex key>``, not another's)."""
+        return [path for path in folder.glob(f"{self.spec.name}-*") if path.is_dir()
+                and re.fullmatch(r"[0-9a-f]+(\.partial)?", path.name[len(self.spec.name) + 1:])]
 
     def _built(self, archive: pathlib.Path, meta: pathlib.Path, *, cached: bool) -> Built:
         info = json.loads(meta.read_text())
@@ -488,7 +493,7 @@ class Builder:
             raise ImageError(f"{self.spec.dockerfile} has no FROM")
         snapshots = self.cache / "steps"
         if snapshots.exists():  # keep what this build used: the next build starts from it
-            for old in snapshots.glob(f"{self.spec.name}-*"):
+            for old in self._own(snapshots):
                 if old not in used:
                     shutil.rmtree(old, ignore_errors=True)
         return stage

@@ -97,7 +97,7 @@ def parser() -> settings.FlagParser:
     p.add_argument("--haproxy-advertise", action="append", default=[],
                    help="IP:PORT written to status.loadBalancer (repeatable; default: the "
                         "bind address and port)")
-    p.add_argument("--haproxy-monitor-interval", type=settings.duration, default=5.0,
+    p.add_argument("--haproxy-monitor-interval", type=settings.duration, default=1.0,
                    help="how often the provider checks that HAProxy was not restarted between "
                         "calls (a restarted HAProxy serves 503 until it is re-programmed); "
                         "1s is a good value for a sidecar")

@@ -37,6 +37,25 @@ bench: setup
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
 	$(PY) -m bench.failover --markdown docs/benchmarks.md
 
+# The images (docs/operations.md, "Images"): clusterhealth (every component) and
+# clusterhealth-haproxy (the MCI chart's sidecar). With a Docker daemon or buildah they
+# build the Dockerfiles; otherwise clusterhealth_localenv.images executes the same files
+# without a daemon (root; writes archives for `docker load` / `ctr images import`).
+TAG ?= 0.1.0
+IMAGE_BUILDER ?= $(shell if docker info >/dev/null 2>&1; then echo docker; \
+	elif command -v buildah >/dev/null 2>&1; then echo buildah; else echo daemonless; fi)
+image:
+ifeq ($(IMAGE_BUILDER),docker)
+	docker build -t clusterhealth:$(TAG) -f Dockerfile .
+	docker build -t clusterhealth-haproxy:$(TAG) -f image/haproxy.Dockerfile .
+else ifeq ($(IMAGE_BUILDER),buildah)
+	buildah bud --layers -t clusterhealth:$(TAG) -f Dockerfile .
+	buildah bud --layers -t clusterhealth-haproxy:$(TAG) -f image/haproxy.Dockerfile .
+else
+	@$(MAKE) --no-print-directory setup
+	$(PY) -m clusterhealth_localenv.images --tag $(TAG)
+endif
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 

@@ -367,6 +367,23 @@ class Stage:
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
+    pending: pathlib.Path | None = None
+    """A cached RUN's snapshot that stands for ``root`` until a step needs to write to it."""
+
+    @property
+    def files(self) -> pathlib.Path:
+        """Where the stage's files are now, for reading."""
+        return self.pending or self.root
+
+    def materialize(self) -> pathlib.Path:
+        """``root``, holding the stage's files, for a step that writes."""
+        if self.pending is not None:
+            shutil.rmtree(self.root)
+            self.root.mkdir()
+            _copy_tree(self.pending, self.root)
+            (self.root / ".complete").unlink()
+            self.pending = None
+        return self.root
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,11 +406,12 @@ class Builder:
 
     def __init__(self, spec: ImageSpec, *, context: pathlib.Path = REPO,
                  cache: pathlib.Path | None = None, build_args: Mapping[str, str] | None = None,
-                 log: bool = True) -> None:
+                 tag: str = VERSION, log: bool = True) -> None:
         self.spec = spec
         self.context = context
         self.cache = cache if cache is not None else binaries.cache_root() / "images"
         self.build_args = dict(build_args or {})
+        self.tag = tag
         self.instructions = parse(spec.dockerfile.read_text())
         self.patterns = dockerignore(context)
         self.log = log
@@ -402,7 +420,7 @@ class Builder:
         """The hash of everything the image is made of: the cache key of the archive."""
         digest = hashlib.sha256(f"builder {BUILDER_VERSION}\0".encode())
         digest.update(self.spec.dockerfile.read_bytes())
-        digest.update(json.dumps(self.build_args, sort_keys=True).encode())
+        digest.update(json.dumps([self.build_args, self.tag], sort_keys=True).encode())
         sources: set[pathlib.Path] = set()
         for instruction in self.instructions:
             for source in self._context_sources(instruction):
@@ -436,7 +454,7 @@ class Builder:
                     shutil.rmtree(partial, ignore_errors=True)
                     partial.mkdir(parents=True)
                     info = write_archive(stage, partial / archive.name,
-                                         self.spec.reference(self.build_args.get("TAG", VERSION)),
+                                         self.spec.reference(self.tag),
                                          pathlib.Path(tmp))
                     info["seconds"] = round(time.monotonic() - started, 1)
                     (partial / meta.name).write_text(json.dumps(info, indent=2) + "\n")
@@ -518,9 +536,10 @@ class Builder:
         root.mkdir()
         previous = next((s for s in stages if s.name == words[0]), None)
         if previous is not None:
-            _copy_tree(previous.root, root)
+            _copy_tree(previous.files, root)
+            (root / ".complete").unlink(missing_ok=True)
             return dataclasses.replace(previous, name=name, root=root, env=dict(previous.env),
-                                       args={}, labels=dict(previous.labels))
+                                       args={}, labels=dict(previous.labels), pending=None)
         suite = BASES.get(words[0])
         if suite is None:
             raise ImageError(f"line {instruction.line}: the daemon-less build makes only the "
@@ -548,7 +567,8 @@ class Builder:
                                 for k, v in _pairs(args, instruction.line))
         elif keyword == "WORKDIR":
             stage.workdir = os.path.normpath(os.path.join(stage.workdir, substitute(args, scope)))
-            (stage.root / stage.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            if not (stage.files / stage.workdir.lstrip("/")).is_dir():
+                (stage.materialize() / stage.workdir.lstrip("/")).mkdir(parents=True)
         elif keyword == "USER":
             stage.user = substitute(args, scope)
         elif keyword == "ENTRYPOINT":
@@ -566,12 +586,13 @@ class Builder:
         if len(words) < 2:
             raise ImageError(f"line {instruction.line}: COPY SOURCE... DEST")
         *sources, dest = words
+        stage.materialize()
         target = pathlib.PurePosixPath(stage.workdir) / dest
         into_dir = dest.endswith("/") or len(sources) > 1
         origin = instruction.flag("from")
         for source in sources:
             if origin is not None:  # a stage's files keep their owners, modes and links
-                path = self._stage(origin, stages, instruction.line).root / source.lstrip("/")
+                path = self._stage(origin, stages, instruction.line).files / source.lstrip("/")
                 if not path.exists():
                     raise ImageError(f"line {instruction.line}: {source} is not in {origin}")
                 out = target if path.is_dir() or not into_dir else target / path.name
@@ -599,11 +620,9 @@ class Builder:
         used.add(snapshot)
         if (snapshot / ".complete").exists():
             self._say(f"line {instruction.line}: RUN (cached)")
-            shutil.rmtree(stage.root)
-            stage.root.mkdir()
-            _copy_tree(snapshot, stage.root)
-            (stage.root / ".complete").unlink()
+            stage.pending = snapshot  # copied only if a later step writes
             return
+        stage.materialize()
         passed, mounts = host_network_settings(os.environ)
         spec = instruction.flag("mount")
         if spec is not None:
@@ -698,7 +717,7 @@ def write_archive(stage: Stage, archive: pathlib.Path, reference: str,
     """Write ``stage`` as one layer into an archive ``docker load`` and ``ctr`` both read."""
     layer = scratch / "layer.tar"
     proc = subprocess.run(
-        ["tar", "--create", "--file", str(layer), "--directory", str(stage.root),
+        ["tar", "--create", "--file", str(layer), "--directory", str(stage.files),
          "--sort=name", "--numeric-owner", "--xattrs", "--xattrs-include=security.capability",
          *(f"--exclude={pattern}" for pattern in LAYER_EXCLUDES), "."],
         capture_output=True, text=True, check=False)
@@ -770,9 +789,8 @@ def docker_name(reference: str) -> str:
 
 
 def ensure_images(tag: str = VERSION) -> dict[str, Built]:
-    """Build (or take from the cache) every image of :data:`IMAGES`."""
-    return {spec.name: Builder(spec, build_args={"TAG": tag} if tag != VERSION else None).build()
-            for spec in IMAGES}
+    """Build (or take from the cache) every image of :data:`IMAGES`, tagged ``tag``."""
+    return {spec.name: Builder(spec, tag=tag).build() for spec in IMAGES}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -781,13 +799,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--image", choices=[spec.name for spec in IMAGES], action="append",
                         help="build only this image (repeatable); default: all")
+    parser.add_argument("--tag", default=VERSION, help=f"the images' tag (default {VERSION})")
     parser.add_argument("--json", action="store_true", help="print what was built as JSON")
     options = parser.parse_args(argv)
     specs = [spec for spec in IMAGES if not options.image or spec.name in options.image]
     results: dict[str, Built] = {}
     try:
         for spec in specs:
-            results[spec.name] = Builder(spec).build()
+            results[spec.name] = Builder(spec, tag=options.tag).build()
     except ImageError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1

@@ -158,7 +158,7 @@ def test_go_sum_is_written_from_the_checksum_database_and_then_enforced(
     assert binary.exists()
     tampered = (f"{SYNC} {SYNC_VERSION} h1:{'A' * 43}=\n"
                 f"{SYNC} {SYNC_VERSION}/go.mod h1:{'B' * 43}=\n")
-    with pytest.raises(binaries.ProvisionError, match="checksum mismatch|SECURITY ERROR"):
+    with pytest.raises(binaries.ProvisionError, match=r"checksum mismatch|SECURITY ERROR"):
         binaries.ensure_go_program(_program(tmp_path / "bad", tampered), "sumcheck")
 
 

@@ -30,6 +30,9 @@ from clusterhealth_localenv import images
 from clusterhealth_mci.providers.haproxy import config as haproxy_config
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# A cold build (no Debian base cached, a fresh machine) takes minutes, inside the first
+# test that needs the images: more than the suite's 300 s per test.
+pytestmark = pytest.mark.timeout(2400)
 SIZE_GOAL = 200 * 1000 * 1000
 """The image's uncompressed size goal (issue 20): 200 MB."""
 COMPONENTS = (("clusterhealth_agent", "clusterhealth-agent"),

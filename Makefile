@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 SOURCES := core agent remedy mci-provider controlplane cli
 LINT_PATHS := $(SOURCES) tests bench
 
-.PHONY: setup demo test lint unit bench clean
+.PHONY: setup demo test lint unit bench clean image lock
 
 setup:
 	@./scripts/bootstrap.sh
@@ -37,5 +37,38 @@ bench: setup
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
 	$(PY) -m bench.failover --markdown docs/benchmarks.md
 
+# The images (docs/operations.md, "Images"): clusterhealth (every component) and
+# clusterhealth-haproxy (the MCI chart's sidecar). With a Docker daemon or buildah they
+# build the Dockerfiles; otherwise clusterhealth_localenv.images executes the same files
+# without a daemon (root; writes archives for `docker load` / `ctr images import`).
+TAG ?= 0.1.0
+IMAGE_BUILDER ?= $(shell if docker info >/dev/null 2>&1; then echo docker; \
+	elif command -v buildah >/dev/null 2>&1; then echo buildah; else echo daemonless; fi)
+image:
+ifeq ($(IMAGE_BUILDER),docker)
+	docker build -t clusterhealth:$(TAG) -f Dockerfile .
+	docker build -t clusterhealth-haproxy:$(TAG) -f image/haproxy.Dockerfile .
+else ifeq ($(IMAGE_BUILDER),buildah)
+	buildah bud --layers -t clusterhealth:$(TAG) -f Dockerfile .
+	buildah bud --layers -t clusterhealth-haproxy:$(TAG) -f image/haproxy.Dockerfile .
+else
+	@$(MAKE) --no-print-directory setup
+	$(PY) -m clusterhealth_localenv.images --tag $(TAG)
+endif
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# The image's hashed lock files (image/*.lock) from pyproject.toml's runtime dependencies
+# and build requirements; tests/test_image.py fails when they disagree with pyproject.toml.
+UV_VERSION := 0.9.30
+LOCK_FLAGS := --quiet --generate-hashes --python-version 3.11 --python-platform linux \
+	--custom-compile-command "make lock"
+lock:
+	$(VENV)/bin/pip install -q "uv==$(UV_VERSION)"
+	$(VENV)/bin/uv pip compile $(LOCK_FLAGS) --no-strip-extras pyproject.toml \
+		-o image/requirements.lock
+	$(PY) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
+		> build/build-requirements.in
+	$(VENV)/bin/uv pip compile $(LOCK_FLAGS) build/build-requirements.in \
+		-o image/build-requirements.lock

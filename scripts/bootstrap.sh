@@ -18,6 +18,8 @@ DEBIAN=(
   "haproxy:haproxy"        # the real load balancer the MCI provider drives
   "ip:iproute2"            # network namespaces for the MCI tests' backend hosts
   "tinyproxy:tinyproxy"    # the real HTTP CONNECT proxy between clients and API servers
+  "debootstrap:debootstrap" # the images' Debian base without a Docker daemon (make image)
+  "unshare:util-linux"     # the daemon-less image build's chroot steps run in namespaces
 )
 
 missing=()

@@ -19,9 +19,11 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
                     str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
     (wheel,) = wheels.glob("clusterhealth-*.whl")
     with zipfile.ZipFile(wheel) as contents:
-        # the local environment's kwok stages are data, not code: they must ship too
-        assert "clusterhealth_localenv/data/kwok-stages.yaml" in contents.namelist()
-        assert "clusterhealth_cli/__main__.py" in contents.namelist()
+        names = contents.namelist()
+        assert "clusterhealth_cli/__main__.py" in names
+        assert "clusterhealth_core/py.typed" in names
+        # the test harness is not the product: not in the wheel, so not in the image
+        assert not [n for n in names if n.startswith("clusterhealth_localenv")]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")

@@ -231,6 +231,9 @@ class Term:
     recorder: events.EventRecorder
     metrics: ProcessMetrics
     clock: clocks.Clock
+    writes: bool = True
+    """False for a standby's term (:class:`ElectedController` ``standby=True``): the
+    controller must write nothing (no status, finalizer or Event); its client is not fenced."""
 
     async def status_writer(self, resource: resources.Resource, field_manager: str,
                             fields: frozenset[str],
@@ -276,6 +279,12 @@ class ElectedController:
     by, and while leading once the controller's caches are synced and every
     informer is in contact with the server.  Liveness: the elector's
     (renewals not stalled).
+
+    With ``standby=True`` a standby runs a controller too, on a term with
+    ``writes=False`` (it must only read and drive things of its own, such as
+    the MCI provider's HAProxy beside it), stopped before this replica leads
+    and started again when it stops leading.  Its readiness is then the
+    standby controller's, so a replica is Ready once its own work is synced.
     """
 
     def __init__(self, api: kube.ApiClient, enabled: bool, config: election.ElectionConfig,
@@ -285,6 +294,7 @@ class ElectedController:
                  metrics: ProcessMetrics,
                  term: TermSettings,
                  on_stop: Callable[[], None] | None = None,
+                 standby: bool = False,
                  exit_process: ExitFunction = os._exit) -> None:
         self.api = api
         self.enabled = enabled
@@ -295,7 +305,9 @@ class ElectedController:
         self.metrics = metrics
         self.term_settings = term
         self.on_stop = on_stop
+        self.standby = standby
         self.exit_process = exit_process
+        self._standing_by: asyncio.Task[None] | None = None
         self.current: Controller | None = None
         self.informers: informer.InformerFactory | None = None
         self.elector = election.LeaderElector(
@@ -303,13 +315,17 @@ class ElectedController:
 
     async def lead(self, api: kube.ApiClient) -> None:
         """The leader's work, writing through ``api``."""
+        await self._term(api, writes=True)
+
+    async def _term(self, api: kube.ApiClient, *, writes: bool) -> None:
         factory = informer.InformerFactory(api, settings=self.term_settings.informers,
                                            clock=self.clock, metrics=self.metrics.informers)
         recorder = events.EventRecorder(
             api, self.term_settings.component, self.clock,
             namespace=self.term_settings.event_namespace, instance=self.config.identity,
             metrics=self.metrics.events)
-        self.current = self.make(Term(api, factory, recorder, self.metrics, self.clock))
+        self.current = self.make(Term(api, factory, recorder, self.metrics, self.clock,
+                                      writes=writes))
         self.informers = factory
         factory.start()
         recording = asyncio.create_task(recorder.run(), name="events")
@@ -348,4 +364,30 @@ class ElectedController:
             self._on_leadership(True)
             await self.lead(self.api)
             return
-        await lead_while_elected(self.elector, self.lead, self.api, self.exit_process)
+        if not self.standby:
+            await lead_while_elected(self.elector, self.lead, self.api, self.exit_process)
+            return
+        self._stand_by()
+        try:
+            await lead_while_elected(self.elector, self._lead_after_standby, self.api,
+                                     self.exit_process)
+        finally:
+            await self._stop_standing_by()
+
+    def _stand_by(self) -> None:
+        self._standing_by = asyncio.create_task(self._term(self.api, writes=False),
+                                                name="standby-work")
+
+    async def _stop_standing_by(self) -> None:
+        task, self._standing_by = self._standing_by, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _lead_after_standby(self, api: kube.ApiClient) -> None:
+        """Stop the standby's controller, lead with a fresh one, stand by again after."""
+        await self._stop_standing_by()
+        try:
+            await self.lead(api)
+        finally:
+            self._stand_by()

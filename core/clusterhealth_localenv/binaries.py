@@ -14,6 +14,15 @@ from ``github.com/karmada-io/karmada``, with upstream's own ``replace``
 directives copied; Karmada's CRD manifests are taken from that module's source
 in the Go module cache at build time and kept next to the binaries.
 
+Every module is verified: ``go mod tidy`` writes the generated module's
+``go.sum`` with each module's hash checked against the checksum database
+(``sum.golang.org``, reached through the module proxy's ``/sumdb/`` endpoint;
+Go checks the database's signed tree with the key built into it, so the proxy
+cannot forge an answer), ``go mod verify`` re-hashes the module cache against
+it, and the builds run with ``-mod=readonly`` (exactly what ``go.sum`` lists).
+``GONOSUMDB``, ``GOPRIVATE``, ``GOINSECURE`` and ``GOFLAGS=-insecure`` are
+cleared for the builds, and ``GOSUMDB=off`` is refused (:func:`checksum_env`).
+
 Binaries are cached outside the work tree, keyed by version, so a second run
 never rebuilds.  A missing Go toolchain or an unreachable proxy is reported as
 one clear :class:`ProvisionError`, never a silent skip.
@@ -47,6 +56,10 @@ KARMADA_CRD_SOURCE = "charts/karmada/_crds/bases"
 GOPROXY_DEFAULT = "https://proxy.golang.org"
 
 _MOD_FLAGS = "-buildvcs=false -mod=mod"
+"""For ``go mod tidy``: it may write go.mod and go.sum (each new line checked against the
+checksum database)."""
+_BUILD_FLAGS = "-buildvcs=false -mod=readonly"
+"""For ``go build``: exactly the modules ``go.sum`` lists, at the hashes it records."""
 _REPLACE_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", re.MULTILINE)
 _ETCD_REQUIRE = re.compile(r"^\s*(go\.etcd\.io/etcd/server/v3)\s+(v[\w.+-]+)", re.MULTILINE)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\d+\.\d+(?:\.\d+)?)\s*(?://.*)?$", re.MULTILINE)
@@ -164,13 +177,32 @@ def kubernetes_gomod(version: str, upstream_mod: str) -> str:
     return "\n".join(lines)
 
 
+def checksum_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The Go environment that verifies every module against the checksum database.
+
+    ``GOSUMDB`` stays as given (another database, e.g. a mirror's, is checked
+    the same way) but ``off`` is a :class:`ProvisionError`; the variables that
+    exempt modules from the check are cleared, and ``-insecure`` is refused.
+    """
+    sumdb = environ.get("GOSUMDB", "").strip() or "sum.golang.org"
+    if sumdb == "off":
+        raise ProvisionError("GOSUMDB=off turns off Go's checksum database: the builds verify "
+                             "every module against sum.golang.org (unset GOSUMDB)")
+    if "-insecure" in environ.get("GOFLAGS", "").split():
+        raise ProvisionError("GOFLAGS=-insecure: the builds fetch and verify modules securely "
+                             "only (remove -insecure)")
+    return {"GOSUMDB": sumdb, "GONOSUMDB": "", "GOPRIVATE": "", "GOINSECURE": "",
+            "GOFLAGS": environ.get("GOFLAGS", "")}
+
+
 def _run(
     args: list[str], cwd: pathlib.Path, what: str, goflags: str,
     gobin: pathlib.Path | None = None,
 ) -> None:
-    # Add to the caller's GOFLAGS (e.g. -modcacherw), never replace them.
-    flags = " ".join(f for f in (os.environ.get("GOFLAGS", ""), goflags) if f)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": flags}
+    verified = checksum_env(os.environ)
+    # Add to the caller's GOFLAGS (e.g. -modcacherw), never replace them; ours come last.
+    flags = " ".join(f for f in (verified.pop("GOFLAGS"), goflags) if f)
+    env = {**os.environ, **verified, "CGO_ENABLED": "0", "GOFLAGS": flags}
     if gobin is not None:
         env["GOBIN"] = str(gobin)
     print(f"clusterhealth: building {what} (first run only; cached afterwards)", file=sys.stderr)
@@ -210,6 +242,7 @@ def _build_kubernetes(version: str, out_dir: pathlib.Path,
         (work / "tools.go").write_text(
             f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
         _run([go, "mod", "tidy"], work, f"k8s.io/kubernetes {version} go.mod", _MOD_FLAGS)
+        _run([go, "mod", "verify"], work, f"k8s.io/kubernetes {version} modules", _BUILD_FLAGS)
         partial = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -219,7 +252,7 @@ def _build_kubernetes(version: str, out_dir: pathlib.Path,
             _run(
                 [go, "build", "-trimpath", f"-ldflags=-s -w {ldflags}".strip(),
                  "-o", str(partial / output), package],
-                work, f"{output} for Kubernetes {version}", _MOD_FLAGS,
+                work, f"{output} for Kubernetes {version}", _BUILD_FLAGS,
             )
         partial.rename(out_dir)
 
@@ -304,7 +337,8 @@ def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
     binary is cached by a hash of the source files, so an edited source is
     rebuilt.
     """
-    files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix in {".go", ".mod"})
+    files = sorted(p for p in source.rglob("*")
+                   if p.is_file() and (p.suffix in {".go", ".mod"} or p.name == "go.sum"))
     if not any(p.name == "go.mod" for p in files):
         raise ProvisionError(f"{source} has no go.mod: not a Go module to build {name} from")
     digest = hashlib.sha256()
@@ -321,8 +355,11 @@ def ensure_go_program(source: pathlib.Path, name: str) -> pathlib.Path:
                 work = pathlib.Path(tmp) / "src"
                 shutil.copytree(source, work)
                 partial = pathlib.Path(tmp) / name
+                if not (work / "go.sum").exists():  # a committed go.sum is used as it is
+                    _run([go, "mod", "tidy"], work, f"{name} go.mod", _MOD_FLAGS)
+                _run([go, "mod", "verify"], work, f"{name} modules", _BUILD_FLAGS)
                 _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],
-                     work, name, _MOD_FLAGS)
+                     work, name, _BUILD_FLAGS)
                 out_dir.mkdir(parents=True, exist_ok=True)
                 shutil.move(partial, binary)
     return binary
@@ -405,7 +442,10 @@ def _karmada_ldflags(version: str, commit: str) -> str:
 
 def _download_module(go: str, module: str, version: str, cwd: pathlib.Path) -> dict[str, object]:
     """``go mod download -json module@version``: where the module cache holds it."""
-    env = {**os.environ, "GO111MODULE": "on"}  # outside any module: no -mod flag
+    verified = checksum_env(os.environ)
+    verified["GOFLAGS"] = " ".join(f for f in verified["GOFLAGS"].split()
+                                   if not f.startswith("-mod="))  # outside any module
+    env = {**os.environ, **verified, "GO111MODULE": "on"}
     proc = subprocess.run(
         [go, "mod", "download", "-json", f"{module}@{version}"],
         cwd=cwd, env=env, capture_output=True, text=True, check=False,
@@ -453,6 +493,7 @@ def _build_karmada(version: str, out_dir: pathlib.Path,
         (work / "tools.go").write_text(
             f"//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
         _run([go, "mod", "tidy"], work, f"{KARMADA_MODULE} {version} go.mod", _MOD_FLAGS)
+        _run([go, "mod", "verify"], work, f"{KARMADA_MODULE} {version} modules", _BUILD_FLAGS)
         partial = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -461,7 +502,7 @@ def _build_karmada(version: str, out_dir: pathlib.Path,
             _run(
                 [go, "build", "-trimpath", f"-ldflags=-s -w {ldflags}",
                  "-o", str(partial / output), package],
-                work, f"{output} {version}", _MOD_FLAGS,
+                work, f"{output} {version}", _BUILD_FLAGS,
             )
         if crds:
             _copy_karmada_crds(pathlib.Path(str(info["Dir"])), partial / "crds")

@@ -71,6 +71,8 @@ async def serve(settings: mci_settings.MCISettings) -> None:
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(controller.COMPONENT),
             on_stop=mci_metrics.clear,  # the next leader reports the MCIs now
+            # One HAProxy per replica (the chart's sidecar): standbys program theirs too.
+            standby=settings.standby_programs,
         )
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port, tls=settings.tls)

@@ -121,6 +121,8 @@ class MCIController:
         self.write_ports = True
         """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
+        self.writes = term.writes
+        """False in a standby (``--standby-programs``): the load balancer only, no writes."""
         self.settings = settings
         self.metrics = mci_metrics
         self.clock = term.clock
@@ -267,7 +269,8 @@ class MCIController:
     async def _delete(self, key: str, obj: Mapping[str, Any] | None) -> None:
         await self._timed("ensure_deleted", self.provider.ensure_load_balancer_deleted(key))
         self._forget(key)
-        if obj is not None and FINALIZER in (obj["metadata"].get("finalizers") or []):
+        finalizers_now = (obj["metadata"].get("finalizers") or []) if obj is not None else []
+        if obj is not None and self.writes and FINALIZER in finalizers_now:
             finalizers = [f for f in obj["metadata"]["finalizers"] if f != FINALIZER]
             await self.api.patch(
                 resources.MULTI_CLUSTER_INGRESSES, obj["metadata"]["name"],
@@ -359,7 +362,7 @@ class MCIController:
                 await self._delete(key, obj)
                 self._enqueue_sharers(key, self._analysis.get(key))
             return runtime.DONE
-        if FINALIZER not in (obj["metadata"].get("finalizers") or []):
+        if self.writes and FINALIZER not in (obj["metadata"].get("finalizers") or []):
             await self._add_finalizer(obj)
             return runtime.DONE  # the update event brings us back with the finalizer in place
         analysis = self._analyse(key, obj)
@@ -380,7 +383,7 @@ class MCIController:
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
         self._reported.pop(key, None)  # a later error is news again
-        if decided.fail_open != self.fail_open.get(key, False):
+        if self.writes and decided.fail_open != self.fail_open.get(key, False):
             if decided.fail_open:
                 self.recorder.record(_target(obj), "Warning", "FailOpen",
                                      _fail_open_message(decided))
@@ -461,7 +464,7 @@ class MCIController:
         await self._write(obj, current, desired)
         # One Event per spec and error: not again when only a resync or the status changed.
         reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
-        if self._reported.get(key) != reported:
+        if self.writes and self._reported.get(key) != reported:
             self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
                 error.message.split("; "), EVENT_MESSAGE_BUDGET))
         self._reported[key] = reported
@@ -508,6 +511,8 @@ class MCIController:
     async def _write(self, obj: Mapping[str, Any], current: Mapping[str, Any],
                      desired: Mapping[str, Any]) -> None:
         """Write the status fields this server declares (Karmada's MCI has no conditions)."""
+        if not self.writes:
+            return  # a standby: the leader writes the status
         assert self.writer is not None  # made by run() before any reconcile
         wanted = self.writer.supported(desired)
         if self.writer.supported(current) != wanted:
@@ -562,21 +567,26 @@ class MCIController:
         except (base.ProviderError, OSError) as exc:
             log.warning("initial provider resync failed (%s); reconciles will converge", exc)
 
+    async def _make_writer(self) -> None:
+        """The status writer (the leader's only), and whether ports can be written here."""
+        self.writer = await self.term.status_writer(
+            resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
+            frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
+        self.write_ports = port_status_writable(self.writer.kind)
+        if not self.write_ports:
+            log.warning("%s requires an error on every status.%s entry on this server: "
+                        "%s writes the load balancer's addresses without their ports",
+                        resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS,
+                        FIELD_MANAGER)
+            self.term.metrics.schema.unsupported.labels(
+                resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
+
     async def run(self) -> None:
         """Run until cancelled: load the caches, resync the load balancer, reconcile."""
         tasks: list[asyncio.Task[None]] = []
         try:
-            self.writer = await self.term.status_writer(
-                resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
-                frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
-            self.write_ports = port_status_writable(self.writer.kind)
-            if not self.write_ports:
-                log.warning("%s requires an error on every status.%s entry on this server: "
-                            "%s writes the load balancer's addresses without their ports",
-                            resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS,
-                            FIELD_MANAGER)
-                self.term.metrics.schema.unsupported.labels(
-                    resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
+            if self.writes:
+                await self._make_writer()
             for cache in (self.mcis, self.clusters, self.secrets):
                 await cache.wait_synced()
             if await self.bindings.detect():

@@ -38,6 +38,8 @@ class MCISettings:
     haproxy_monitor_interval: float
     drain_timeout: float
     fail_open: bool
+    standby_programs: bool
+    """Standby replicas program their own load balancer too (one HAProxy per replica)."""
     resync_period: float
     workers: int
     cluster_secret_namespace: str
@@ -95,7 +97,7 @@ def parser() -> settings.FlagParser:
     p.add_argument("--haproxy-advertise", action="append", default=[],
                    help="IP:PORT written to status.loadBalancer (repeatable; default: the "
                         "bind address and port)")
-    p.add_argument("--haproxy-monitor-interval", type=settings.duration, default=5.0,
+    p.add_argument("--haproxy-monitor-interval", type=settings.duration, default=1.0,
                    help="how often the provider checks that HAProxy was not restarted between "
                         "calls (a restarted HAProxy serves 503 until it is re-programmed); "
                         "1s is a good value for a sidecar")
@@ -103,6 +105,10 @@ def parser() -> settings.FlagParser:
                    help="longest wait for a blocked cluster's connections to finish")
     p.add_argument("--fail-open", type=settings.boolean, default=True,
                    help="keep serving from all clusters when every one is blocked")
+    p.add_argument("--standby-programs", type=settings.boolean, default=False,
+                   help="standby replicas program their own load balancer too (read-only: "
+                        "only the leader writes status and finalizers); for one HAProxy "
+                        "per replica, such as the chart's sidecar")
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="re-check the load balancer and every MCI this often")
     p.add_argument("--workers", type=_bounded(1, 64), default=2, help="concurrent reconciles")
@@ -142,6 +148,7 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         haproxy_monitor_interval=args.haproxy_monitor_interval,
         drain_timeout=args.drain_timeout,
         fail_open=args.fail_open,
+        standby_programs=args.standby_programs,
         resync_period=args.resync_period,
         workers=args.workers,
         cluster_secret_namespace=args.cluster_secret_namespace,

@@ -42,9 +42,11 @@ CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings
         "multiclusteringresses.networking.karmada.io",
         "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
         "resourcebindings.work.karmada.io", "works.work.karmada.io"]
+OWN = {"enabled": False}
+"""``haproxy.sidecar``: the user's own HAProxy, not the chart's sidecar (the default)."""
 KARMADA_HOST = {"kubeconfigSecret": {"name": "karmada-kubeconfig", "key": "config"},
-                "crds": {"enabled": False}}
-SIDECAR = {"replicas": 1, "haproxy": {"sidecar": {"enabled": True}}}
+                "crds": {"enabled": False}, "haproxy": {"sidecar": OWN}}
+SIDECAR = {"haproxy": {"sidecar": {"enabled": True}}}
 MEMBER = {"target": "member", "crds": {"enabled": False}}
 SOCKET_DIR = "/var/run/haproxy"
 CONFIG_MODULE = "clusterhealth_mci.providers.haproxy.config"
@@ -173,7 +175,7 @@ def test_defaults_render_valid_manifests(render: Render) -> None:
     documents = render()
     assert _kinds(documents) == sorted([
         "ServiceAccount", *CONTROL_PLANE_KINDS, "Service", "Deployment",
-        "PodDisruptionBudget",
+        "PodDisruptionBudget", "ConfigMap", "Service",  # the HAProxy sidecar's (the default)
     ])
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
@@ -203,14 +205,17 @@ def test_deployment_defaults(render: Render) -> None:
         "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    assert "annotations" not in deployment["spec"]["template"]["metadata"]
+    # the HAProxy sidecar (the default): its config rolls the pods
+    assert set(deployment["spec"]["template"]["metadata"]["annotations"]) == {
+        "checksum/haproxy-config"}
     pod = _pod(documents)
     assert pod["serviceAccountName"] == RELEASE
     assert pod["automountServiceAccountToken"] is True
     assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(pod)
-    assert list(_containers(documents)) == ["mci-provider"]
+    assert list(_containers(documents)) == ["mci-provider", "haproxy"]
     container = _container(documents)
-    assert container["image"] == "clusterhealth-mci-provider:0.1.0"
+    assert container["image"] == "clusterhealth:0.1.0"
+    assert _containers(documents)["haproxy"]["image"] == "clusterhealth-haproxy:0.1.0"
     assert container["command"] == ["python", "-m", "clusterhealth_mci"]
 
 
@@ -223,7 +228,10 @@ def test_deployment_args(render: Render) -> None:
         "--haproxy-slots=256",
         "--haproxy-servers-per-slot=32",
         "--drain-timeout=30s",
-        "--haproxy-monitor-interval=5s",
+        "--haproxy-monitor-interval=1s",
+        # every replica programs its own sidecar; the frontend's port in the status
+        "--standby-programs=true",
+        "--haproxy-bind-port=8080",
         "--fail-open=true",
         "--resync-period=5m",
         "--workers=2",
@@ -242,7 +250,7 @@ def test_deployment_args_follow_values(render: Render) -> None:
     args = _container(render({
         "ingressClass": {"name": "edge.example.org", "default": True},
         "haproxy": {"socket": "10.0.0.7:9999", "slots": 4096, "serversPerSlot": 1024,
-                    "drainTimeout": "2m", "monitorInterval": "750ms"},
+                    "drainTimeout": "2m", "monitorInterval": "750ms", "sidecar": OWN},
         "failOpen": False, "resyncPeriod": "90s", "workers": 8,
         "clusterSecretNamespace": "member-credentials",
         "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
@@ -259,7 +267,7 @@ def test_deployment_args_follow_values(render: Render) -> None:
                      "--leader-elect-retry-period=500ms"):
         assert expected in args
     assert args[-2:] == ["--bind-address=127.0.0.1", "--context=karmada"]
-    assert not [a for a in args if a.startswith("--kubeconfig")]
+    assert not [a for a in args if a.startswith(("--kubeconfig", "--standby-programs"))]
 
 
 def test_fake_provider_gets_no_haproxy_flags(render: Render) -> None:
@@ -272,7 +280,7 @@ def test_fake_provider_gets_no_haproxy_flags(render: Render) -> None:
 
 @pytest.mark.parametrize("values", [
     None, {"provider": "fake"}, {"ingressClass": {"default": True}}, SIDECAR,
-    {"haproxy": {"socket": "ipv4@127.0.0.1:9999"}}, KARMADA_HOST,
+    {"haproxy": {"socket": "ipv4@127.0.0.1:9999", "sidecar": OWN}}, KARMADA_HOST,
 ])
 def test_the_controller_accepts_the_chart_flags(render: Render,
                                                 values: dict[str, Any] | None) -> None:
@@ -318,7 +326,7 @@ RESTRICTED_CONTAINER = {
 
 
 def test_deployment_security_context(render: Render) -> None:
-    documents = render()
+    documents = render({"haproxy": {"sidecar": OWN}})
     assert _pod(documents)["securityContext"] == {
         "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
         "seccompProfile": {"type": "RuntimeDefault"},
@@ -427,7 +435,7 @@ def test_ingress_class_lives_with_the_rbac(render: Render) -> None:
 # --- where the provider finds HAProxy's admin socket -----------------------------------
 
 def test_tcp_socket_needs_no_volume(render: Render) -> None:
-    documents = render({"haproxy": {"socket": "haproxy.ingress.svc:9999"}})
+    documents = render({"haproxy": {"socket": "haproxy.ingress.svc:9999", "sidecar": OWN}})
     assert "--haproxy-socket=haproxy.ingress.svc:9999" in _container(documents)["args"]
     assert [v["name"] for v in _pod(documents)["volumes"]] == ["tmp"]
 
@@ -439,7 +447,7 @@ def test_tcp_socket_needs_no_volume(render: Render) -> None:
 def test_socket_volume_mounted_at_the_socket_directory(render: Render, socket: str,
                                                        directory: str) -> None:
     volume = {"hostPath": {"path": "/run/haproxy", "type": "Directory"}}
-    documents = render({"haproxy": {"socket": socket, "socketVolume": volume}})
+    documents = render({"haproxy": {"socket": socket, "socketVolume": volume, "sidecar": OWN}})
     container = _container(documents)
     assert f"--haproxy-socket={socket}" in container["args"]
     assert {"name": "haproxy-socket", "mountPath": directory} in container["volumeMounts"]
@@ -448,7 +456,7 @@ def test_socket_volume_mounted_at_the_socket_directory(render: Render, socket: s
 
 
 def test_socket_volume_needs_a_unix_socket(render_error: Callable[..., str]) -> None:
-    error = render_error({"haproxy": {"socket": "10.0.0.1:9999",
+    error = render_error({"haproxy": {"socket": "10.0.0.1:9999", "sidecar": OWN,
                                       "socketVolume": {"emptyDir": {}}}})
     assert "haproxy.socketVolume is for a UNIX socket" in error, error
 
@@ -461,7 +469,8 @@ def test_sidecar_container_shares_the_socket_directory(render: Render) -> None:
     containers = _containers(documents)
     assert list(containers) == ["mci-provider", "haproxy"]
     haproxy = containers["haproxy"]
-    assert haproxy["image"] == "haproxy:2.6"
+    assert haproxy["image"] == "clusterhealth-haproxy:0.1.0"
+    assert haproxy["imagePullPolicy"] == "IfNotPresent"
     assert haproxy["command"] == ["haproxy", "-db", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]
     assert haproxy["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert haproxy["readinessProbe"]["tcpSocket"] == {"port": "http"}
@@ -533,30 +542,45 @@ def test_sidecar_config_change_rolls_the_pods(render: Render) -> None:
 
 def test_sidecar_values(render: Render) -> None:
     resources = {"requests": {"cpu": "1", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
-    documents = render({"replicas": 1, "haproxy": {"sidecar": {
-        "enabled": True, "image": "registry.example.org/haproxy:2.6.12", "resources": resources}}})
+    documents = render({"haproxy": {"sidecar": {
+        "image": {"registry": "registry.example.org/lb", "repository": "haproxy", "tag": "2.6.12",
+                  "pullPolicy": "Always"}, "resources": resources}}})
     haproxy = _containers(documents)["haproxy"]
-    assert haproxy["image"] == "registry.example.org/haproxy:2.6.12"
+    assert haproxy["image"] == "registry.example.org/lb/haproxy:2.6.12"
+    assert haproxy["imagePullPolicy"] == "Always"
     assert haproxy["resources"] == resources
 
 
-def test_no_sidecar_by_default(render: Render) -> None:
-    documents = render()
+@pytest.mark.parametrize("values", [{"haproxy": {"sidecar": OWN}}, {"provider": "fake"}])
+def test_no_sidecar_with_an_own_haproxy_or_another_provider(render: Render,
+                                                             values: dict[str, Any]) -> None:
+    documents = render(values)
     assert "ConfigMap" not in _kinds(documents)
     assert not [d for d in documents if d["metadata"]["name"].endswith("-haproxy")]
+    assert list(_containers(documents)) == ["mci-provider"]
+    assert not [a for a in _container(documents)["args"] if a.startswith("--standby")]
+
+
+def test_sidecar_keeps_two_replicas(render: Render) -> None:
+    """Each pod's HAProxy is programmed by its own controller: high availability by default."""
+    documents = render()
+    assert _one(documents, "Deployment")["spec"]["replicas"] == 2
+    assert _one(documents, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    args = _container(documents)["args"]
+    assert "--standby-programs=true" in args and "--leader-elect=true" in args
+    # the Service sends clients to every Ready pod's HAProxy
+    service = _one([d for d in documents if d["metadata"]["name"].endswith("-haproxy")],
+                   "Service")
+    assert service["spec"]["selector"] == _one(documents, "Deployment")["spec"]["selector"][
+        "matchLabels"]
 
 
 @pytest.mark.parametrize(("values", "message"), [
-    ({"haproxy": {"sidecar": {"enabled": True}}},
-     "haproxy.sidecar.enabled needs replicas=1"),
-    ({"replicas": 1, "provider": "fake", "haproxy": {"sidecar": {"enabled": True}}},
-     "haproxy.sidecar.enabled needs provider=haproxy"),
-    ({"replicas": 1, "haproxy": {"socket": "/run/haproxy.sock", "sidecar": {"enabled": True}}},
+    ({"haproxy": {"socket": "/run/haproxy.sock"}},
      "haproxy.socket must be a UNIX socket in /var/run/haproxy"),
-    ({"replicas": 1, "haproxy": {"socket": "127.0.0.1:9999", "sidecar": {"enabled": True}}},
-     "haproxy.socket must be a UNIX socket in /var/run/haproxy"),
-    ({"replicas": 1, "haproxy": {"socketVolume": {"emptyDir": {}},
-                                 "sidecar": {"enabled": True}}},
+    ({"haproxy": {"socket": "127.0.0.1:9999", "sidecar": {"enabled": True}}},
+     "to drive your own HAProxy, set haproxy.sidecar.enabled=false"),
+    ({"haproxy": {"socketVolume": {"emptyDir": {}}, "sidecar": {"enabled": True}}},
      "leave haproxy.socketVolume empty"),
 ])
 def test_sidecar_refuses(render_error: Callable[..., str], values: dict[str, Any],
@@ -569,7 +593,7 @@ def test_sidecar_refuses(render_error: Callable[..., str], values: dict[str, Any
 
 def _chart_haproxy_cfg(render: Render, slots: int, servers: int, port: int,
                        socket: str) -> str:
-    documents = render({"replicas": 1, "haproxy": {
+    documents = render({"haproxy": {
         "socket": socket, "slots": slots, "serversPerSlot": servers,
         "sidecar": {"enabled": True, "frontendPort": port}}})
     text: str = _one(documents, "ConfigMap")["data"]["haproxy.cfg"]
@@ -691,7 +715,7 @@ def test_schema_rejects_bad_values_given_with_set(render_error: Callable[..., st
 ])
 def test_schema_accepts_sockets(render: Render, socket: str) -> None:
     assert f"--haproxy-socket={socket}" in _container(
-        render({"haproxy": {"socket": socket}}))["args"]
+        render({"haproxy": {"socket": socket, "sidecar": OWN}}))["args"]
 
 
 @pytest.mark.parametrize("timings", [
@@ -713,7 +737,7 @@ def test_schema_is_draft_07_and_closed() -> None:
     assert set(values) <= set(schema["properties"])
     # every object of values.yaml is closed too (but the free-form Kubernetes ones)
     free_form = {"resources", "nodeSelector", "affinity", "podSecurityContext",
-                 "securityContext", "socketVolume", "labels", "annotations"}
+                 "securityContext", "socketVolume", "labels", "annotations", "global"}
 
     def closed(node: dict[str, Any], value: Any, where: str) -> None:
         if not isinstance(value, dict) or where.rsplit("/", 1)[-1] in free_form:
@@ -729,7 +753,7 @@ def test_schema_is_draft_07_and_closed() -> None:
 
 
 def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 70
+    assert len((CHART / "values.yaml").read_text().splitlines()) <= 85
 
 
 # --- RBAC in the control plane ---------------------------------------------------------
@@ -968,7 +992,8 @@ def test_service_monitor(render: Render) -> None:
     assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
     assert monitor["metadata"]["namespace"] == NAMESPACE
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    service = _one(documents, "Service")
+    (service,) = [d for d in documents if d["kind"] == "Service"
+                  and d["metadata"]["name"] == f"{RELEASE}-metrics"]
     assert monitor["spec"]["selector"]["matchLabels"].items() \
         <= service["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}

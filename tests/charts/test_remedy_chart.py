@@ -165,7 +165,7 @@ def test_deployment_defaults(render: Render) -> None:
     assert pod["automountServiceAccountToken"] is True
     assert not {"nodeSelector", "tolerations", "priorityClassName"} & set(pod)
     container = _container(documents)
-    assert container["image"] == "clusterhealth-remedy:0.1.0"
+    assert container["image"] == "clusterhealth:0.1.0"
     assert container["command"] == ["python", "-m", "clusterhealth_remedy"]
 
 

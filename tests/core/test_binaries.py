@@ -129,3 +129,49 @@ def test_an_unreachable_module_proxy_is_a_provision_error(
     with pytest.raises(binaries.ProvisionError, match=r"Go module proxy \(https://127.0.0.1:1\)"):
         binaries.ensure_karmada("v1.18.2")
     assert not binaries.karmada_binaries("v1.18.2").aggregated_apiserver.parent.exists()
+
+
+# --- every Go module is verified (issue 19, supply chain) ------------------------------------
+
+SYNC = "golang.org/x/sync"
+SYNC_VERSION = "v0.12.0"  # in the module cache of every machine that built the binaries
+
+
+def _program(root: pathlib.Path, go_sum: str | None = None) -> pathlib.Path:
+    source = root / "src"
+    source.mkdir(parents=True)
+    (source / "go.mod").write_text(f"module example.test/sumcheck\n\ngo 1.24\n\n"
+                                   f"require {SYNC} {SYNC_VERSION}\n")
+    (source / "main.go").write_text(
+        'package main\n\nimport "golang.org/x/sync/errgroup"\n\n'
+        "func main() { var g errgroup.Group; _ = g.Wait() }\n")
+    if go_sum is not None:
+        (source / "go.sum").write_text(go_sum)
+    return source
+
+
+def test_go_sum_is_written_from_the_checksum_database_and_then_enforced(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh module gets a verified go.sum; a go.sum that disagrees stops the build."""
+    monkeypatch.setenv("CLUSTERHEALTH_CACHE", str(tmp_path / "cache"))
+    binary = binaries.ensure_go_program(_program(tmp_path / "good"), "sumcheck")
+    assert binary.exists()
+    tampered = (f"{SYNC} {SYNC_VERSION} h1:{'A' * 43}=\n"
+                f"{SYNC} {SYNC_VERSION}/go.mod h1:{'B' * 43}=\n")
+    with pytest.raises(binaries.ProvisionError, match=r"checksum mismatch|SECURITY ERROR"):
+        binaries.ensure_go_program(_program(tmp_path / "bad", tampered), "sumcheck")
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("GOSUMDB", "off", "GOSUMDB=off"), ("GOFLAGS", "-insecure", "GOFLAGS=-insecure")])
+def test_turning_the_checksum_check_off_is_refused(variable: str, value: str,
+                                                   message: str) -> None:
+    with pytest.raises(binaries.ProvisionError, match=message):
+        binaries.checksum_env({variable: value})
+
+
+def test_exemptions_from_the_checksum_database_are_cleared() -> None:
+    env = binaries.checksum_env({"GONOSUMDB": "*", "GOPRIVATE": "*", "GOINSECURE": "*",
+                                 "GOFLAGS": "-modcacherw"})
+    assert env == {"GOSUMDB": "sum.golang.org", "GONOSUMDB": "", "GOPRIVATE": "",
+                   "GOINSECURE": "", "GOFLAGS": "-modcacherw"}

@@ -30,7 +30,7 @@ def kubeconfig(tmp_path: pathlib.Path) -> str:
 def test_defaults(kubeconfig: str) -> None:
     loaded = mci_settings.load(["--kubeconfig", kubeconfig], {})
     assert loaded.cluster_secret_namespace == "karmada-cluster"
-    assert loaded.haproxy_monitor_interval == 5.0
+    assert loaded.haproxy_monitor_interval == 1.0
     assert loaded.tls is None
 
 

@@ -35,3 +35,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "agent.needsKubeSystem" -}}
 {{- if has "coredns" .Values.detectors -}}true{{- end -}}
 {{- end -}}
+
+{{/* The image reference of an image block ({registry, repository, tag, digest}), the same
+     helper in every clusterhealth chart (tests/charts/test_charts.py checks they agree):
+     global.imageRegistry, when set, replaces image.registry (one mirror for every image of
+     an offline install); the tag is image.tag, else global.imageTag, else the chart's
+     appVersion; a digest (sha256:...) pins the image: <registry>/<repository>@<digest>.
+     Call: include "clusterhealth.image" (dict "image" .Values.image "root" .) */}}
+{{- define "clusterhealth.image" -}}
+{{- $global := .root.Values.global | default dict -}}
+{{- $registry := $global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $name := ternary (printf "%s/%s" $registry .image.repository) .image.repository (ne $registry "") -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $name .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $name (.image.tag | default $global.imageTag | default .root.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}

@@ -114,3 +114,20 @@ helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version }}
 {{- fail "kubeconfigSecret: controllerManagerKey and schedulerKey must differ: each component has its own ServiceAccount (and RBAC) in the API server it manages" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The image reference of an image block ({registry, repository, tag, digest}), the same
+     helper in every clusterhealth chart (tests/charts/test_charts.py checks they agree):
+     global.imageRegistry, when set, replaces image.registry (one mirror for every image of
+     an offline install); the tag is image.tag, else global.imageTag, else the chart's
+     appVersion; a digest (sha256:...) pins the image: <registry>/<repository>@<digest>.
+     Call: include "clusterhealth.image" (dict "image" .Values.image "root" .) */}}
+{{- define "clusterhealth.image" -}}
+{{- $global := .root.Values.global | default dict -}}
+{{- $registry := $global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $name := ternary (printf "%s/%s" $registry .image.repository) .image.repository (ne $registry "") -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $name .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $name (.image.tag | default $global.imageTag | default .root.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}

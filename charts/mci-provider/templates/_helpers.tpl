@@ -86,18 +86,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- fail "kubeconfigSecret is set, so the controller manages another API server: set crds.enabled=false here (the CRDs belong in that API server; a real Karmada has its own)" -}}
 {{- end -}}
 {{- $sidecar := .Values.haproxy.sidecar -}}
-{{- if $sidecar.enabled -}}
-{{- if ne .Values.provider "haproxy" -}}
-{{- fail (printf "haproxy.sidecar.enabled needs provider=haproxy (provider is %s)" .Values.provider) -}}
-{{- end -}}
+{{- if include "mci.sidecar" . -}}
 {{- if ne (dir (include "mci.socketPath" .)) (include "mci.socketDir" .) -}}
-{{- fail (printf "haproxy.sidecar.enabled: haproxy.socket must be a UNIX socket in %s, the directory the sidecar shares with the controller (it is %s)" (include "mci.socketDir" .) .Values.haproxy.socket) -}}
-{{- end -}}
-{{- if gt (int .Values.replicas) 1 -}}
-{{- fail (printf "haproxy.sidecar.enabled needs replicas=1 (it is %d): only the leader configures its HAProxy, a standby's sidecar would serve nothing; run HAProxy yourself for more replicas (see README)" (int .Values.replicas)) -}}
+{{- fail (printf "haproxy.sidecar.enabled: haproxy.socket must be a UNIX socket in %s, the directory the sidecar shares with the controller (it is %s); to drive your own HAProxy, set haproxy.sidecar.enabled=false" (include "mci.socketDir" .) .Values.haproxy.socket) -}}
 {{- end -}}
 {{- if .Values.haproxy.socketVolume -}}
-{{- fail "haproxy.sidecar.enabled: the sidecar shares its socket through an emptyDir; leave haproxy.socketVolume empty" -}}
+{{- fail "haproxy.sidecar.enabled: the sidecar shares its socket through an emptyDir; leave haproxy.socketVolume empty (or set haproxy.sidecar.enabled=false to use your own HAProxy)" -}}
 {{- end -}}
 {{- if eq (int $sidecar.frontendPort) (int (include "mci.healthzPort" .)) -}}
 {{- fail (printf "haproxy.sidecar.frontendPort must not be %s, the controller's metrics port in the same pod" (include "mci.healthzPort" .)) -}}
@@ -176,4 +170,21 @@ backend mci_slot_{{ $index }}
     balance roundrobin
     server-template s 1-{{ $haproxy.serversPerSlot }} 0.0.0.0:1 disabled
 {{- end }}
+{{- end -}}
+
+{{/* The image reference of an image block ({registry, repository, tag, digest}), the same
+     helper in every clusterhealth chart (tests/charts/test_charts.py checks they agree):
+     global.imageRegistry, when set, replaces image.registry (one mirror for every image of
+     an offline install); the tag is image.tag, else global.imageTag, else the chart's
+     appVersion; a digest (sha256:...) pins the image: <registry>/<repository>@<digest>.
+     Call: include "clusterhealth.image" (dict "image" .Values.image "root" .) */}}
+{{- define "clusterhealth.image" -}}
+{{- $global := .root.Values.global | default dict -}}
+{{- $registry := $global.imageRegistry | default .image.registry | default "" | trimSuffix "/" -}}
+{{- $name := ternary (printf "%s/%s" $registry .image.repository) .image.repository (ne $registry "") -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $name .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $name (.image.tag | default $global.imageTag | default .root.Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}

@@ -65,6 +65,18 @@ _ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 """k8s.io/apimachinery's ``rand.SafeEncodeString`` alphabet."""
 
 
+RESERVED_NAMESPACES = ("karmada-system", "karmada-cluster", EXECUTION_SPACE_PREFIX)
+"""Karmada's own namespaces (``karmada-es-*`` by prefix) and ``kube-*``: never propagated."""
+
+
+def reserved(namespace: str | None) -> bool:
+    """Whether ``namespace`` is one the control plane keeps for itself (never propagated)."""
+    if not namespace:
+        return False
+    return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
+            or namespace.startswith("kube-"))
+
+
 def execution_namespace(cluster: str) -> str:
     """``karmada-es-<cluster>``: where the Works for ``cluster`` live."""
     return EXECUTION_SPACE_PREFIX + cluster

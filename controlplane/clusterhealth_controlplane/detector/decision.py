@@ -55,9 +55,8 @@ PRIORITY_NAME = 3
 PRIORITY_LABELS = 2
 PRIORITY_KIND = 1
 
-RESERVED_NAMESPACES = ("karmada-system", "karmada-cluster", "karmada-es-")
-"""Karmada's own namespaces (``karmada-es-*`` by prefix) and ``kube-*``: never propagated."""
-
+RESERVED_NAMESPACES = binding.RESERVED_NAMESPACES
+reserved = binding.reserved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,14 +83,6 @@ class Claim:
     kind: str
     namespace: str | None
     name: str
-
-
-def reserved(namespace: str | None) -> bool:
-    """Whether templates in ``namespace`` are never propagated."""
-    if not namespace:
-        return False
-    return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
-            or namespace.startswith("kube-"))
 
 
 def labels_match(selector: policy.LabelSelector, labels: Mapping[str, str]) -> bool:

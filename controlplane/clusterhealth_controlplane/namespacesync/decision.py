@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusterhealth_controlplane.binding import decision as binding
-from clusterhealth_controlplane.detector import decision as detector
 
 SKIP_LABEL = "namespace.karmada.io/skip-auto-propagation"
 """Karmada's opt-out label on a control-plane namespace (value ``"true"``)."""
@@ -36,7 +35,7 @@ def synced(namespace: Mapping[str, Any], skipped: Sequence[re.Pattern[str]] = ()
     """Whether the namespace sync propagates this control-plane namespace."""
     meta = namespace.get("metadata") or {}
     name = str(meta.get("name") or "")
-    if not name or name == "default" or detector.reserved(name):
+    if not name or name == "default" or binding.reserved(name):
         return False
     if str((meta.get("labels") or {}).get(SKIP_LABEL, "")).lower() == "true":
         return False

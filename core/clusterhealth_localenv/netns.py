@@ -7,7 +7,10 @@ itself, joined to the root namespace by a veth pair (``198.18.<n>.1`` on
 this side, ``198.18.<n>.2`` inside): traffic to it never leaves the machine.
 The addresses come from 198.18.0.0/15, which RFC 2544 reserves for testing
 network equipment: no real network uses it, unlike the private 10/8 that a
-machine's own network may route.  Needs root and iproute2.
+machine's own network may route.  Test hosts keep ``198.18.128.0/17``
+(``n`` in :data:`INDEXES`): the Nodes of :mod:`.nodenet` use
+``198.18.64.0/18``, pod networks (:mod:`.podnet`) ``198.19.0.0/16``.  Needs
+root and iproute2.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Sequence
+
+
+INDEXES = range(128, 255)
+"""A test host's ``n``: 198.18.128.0/17, apart from the Nodes' and the pod networks' ranges."""
 
 
 class NetnsError(RuntimeError):
@@ -50,8 +57,8 @@ class TestHost:
     """One namespace ``ch-<name>`` reachable at :attr:`address`."""
 
     def __init__(self, name: str, index: int) -> None:
-        if not 1 <= index <= 254:
-            raise ValueError("index must be 1..254")
+        if index not in INDEXES:
+            raise ValueError(f"index must be {INDEXES.start}..{INDEXES.stop - 1}")
         self.namespace = f"ch-{name}"
         self.index = index
         self.host_link = f"chh{index}"

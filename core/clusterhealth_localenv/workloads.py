@@ -64,6 +64,53 @@ class WorkloadSettings:
     docstring)."""
 
 
+KCM_CONTROLLERS = ("*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
+                   "-persistentvolume-binder,-attachdetach,-bootstrapsigner,-tokencleaner")
+"""What a member's controller manager runs: everything but what needs a cloud, volumes or
+Pod ranges it would hand out itself (each Node's range is its own, see :mod:`.nodes`)."""
+
+
+def controller_processes(
+    member: str, host: str, parts: bins.WorkloadBinaries, directory: pathlib.Path,
+    kubeconfig: pathlib.Path, ca: pki.CertificateAuthority, logs: pathlib.Path,
+    controller_manager_flags: Sequence[str] = (),
+) -> list[tuple[processes.ManagedProcess, str]]:
+    """A member's ``kube-controller-manager`` and ``kube-scheduler`` (not started).
+
+    Each serves its health on ``host`` with a certificate of ``ca``; returned with the
+    ``/healthz`` URL to wait for.  ``directory`` is the member's API server folder's
+    ``workloads``-like subfolder: its parent holds the API server's ``sa.key``, the one above
+    that the environment's ``ca.crt``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    sa_key = directory.parent / "sa.key"  # the API server's signing key
+    made = []
+    for name, binary, extra in (
+        ("kube-controller-manager", parts.kube_controller_manager, [
+            f"--service-account-private-key-file={sa_key}",
+            f"--root-ca-file={directory.parent.parent / 'ca.crt'}",
+            f"--controllers={KCM_CONTROLLERS}",
+            "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+            "--kube-api-qps=200", "--kube-api-burst=400", *controller_manager_flags,
+        ]),
+        ("kube-scheduler", parts.kube_scheduler, [
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ]),
+    ):
+        cert, key = ca.serving(f"{member}-{name}", [host], ["localhost"]).write(directory, name)
+        port = processes.free_port(host)
+        argv = [str(binary), f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--bind-address={host}", f"--secure-port={port}",
+                f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+                "--leader-elect=false", "--profiling=false", "--v=1", *extra]
+        process = processes.ManagedProcess(f"{name}[{member}]", argv,
+                                           logs / f"{member}-{name}.log")
+        made.append((process, f"https://{host}:{port}/healthz"))
+    return made
+
+
 def node_object(name: str, settings: WorkloadSettings, address: str) -> dict[str, Any]:
     """A Node kwok will manage, with the settings' capacity."""
     capacity = {"cpu": settings.node_cpu, "memory": settings.node_memory,
@@ -124,33 +171,11 @@ class MemberWorkloads:
     def prepare(self) -> None:
         """Write certificates and make the three processes (not started)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        sa_key = self.directory.parent / "sa.key"  # the API server's signing key
-        for name, binary, extra in (
-            ("kube-controller-manager", self.parts.kube_controller_manager, [
-                f"--service-account-private-key-file={sa_key}",
-                f"--root-ca-file={self.directory.parent.parent / 'ca.crt'}",
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
-                "-persistentvolume-binder,-attachdetach,-bootstrapsigner,-tokencleaner",
-                "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
-                "--kube-api-qps=200", "--kube-api-burst=400",
-            ]),
-            ("kube-scheduler", self.parts.kube_scheduler, [
-                "--kube-api-qps=200", "--kube-api-burst=400",
-            ]),
-        ):
-            cert, key = self.ca.serving(f"{self.member}-{name}", [self.host], [
-                "localhost"]).write(self.directory, name)
-            port = processes.free_port(self.host)
-            argv = [str(binary), f"--kubeconfig={self.kubeconfig}",
-                    f"--authentication-kubeconfig={self.kubeconfig}",
-                    f"--authorization-kubeconfig={self.kubeconfig}",
-                    f"--bind-address={self.host}", f"--secure-port={port}",
-                    f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
-                    "--leader-elect=false", "--profiling=false", "--v=1", *extra]
-            process = processes.ManagedProcess(f"{name}[{self.member}]", argv,
-                                               self.logs / f"{self.member}-{name}.log")
+        for process, url in controller_processes(
+                self.member, self.host, self.parts, self.directory, self.kubeconfig, self.ca,
+                self.logs):
             self.children.append(process)
-            self.health.append((process, f"https://{self.host}:{port}/healthz"))
+            self.health.append((process, url))
         kwok_port = processes.free_port(self.host)
         kwok = processes.ManagedProcess(f"kwok[{self.member}]", [
             str(self.parts.kwok), f"--kubeconfig={self.kubeconfig}", f"--config={STAGES}",

@@ -11,7 +11,8 @@ from the environment's rules: the image is our own build
 (:mod:`.images`, no registry), and the Corefile forwards names outside the
 cluster domain only to an upstream the caller names (kubeadm forwards to the
 Node's ``/etc/resolv.conf``, here a machine's real resolver, which the tests may
-not reach); without one, ``forward`` and ``loop`` are left out.
+not reach); without one, ``forward`` and ``loop`` are left out.  The caller may
+also probe readiness more often than Kubernetes' default (``readiness_period``).
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ def corefile(domain: str = "cluster.local", upstream: str | None = None) -> str:
 
 
 def objects(image: str, dns_ip: str, replicas: int = 2, domain: str = "cluster.local",
-            upstream: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """``(kind, object)`` pairs in the order to create them."""
+            upstream: str | None = None, readiness_period: int | None = None,
+            ) -> list[tuple[str, dict[str, Any]]]:
+    """``(kind, object)`` pairs in the order to create them.
+
+    ``readiness_period``: seconds between readiness probes (kubeadm leaves Kubernetes'
+    default, 10 s: a started replica serves about 10 s after it could).
+    """
     meta = {"namespace": NAMESPACE}
     ports = [("dns", 53, "UDP"), ("dns-tcp", 53, "TCP"), ("metrics", 9153, "TCP")]
     container = {
@@ -77,7 +83,8 @@ def objects(image: str, dns_ip: str, replicas: int = 2, domain: str = "cluster.l
                           "initialDelaySeconds": 60, "timeoutSeconds": 5,
                           "successThreshold": 1, "failureThreshold": 5},
         "readinessProbe": {"httpGet": {"path": "/ready", "port": "readiness-probe",
-                                       "scheme": "HTTP"}},
+                                       "scheme": "HTTP"},
+                           **({"periodSeconds": readiness_period} if readiness_period else {})},
         "securityContext": {"allowPrivilegeEscalation": False,
                             "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
                             "readOnlyRootFilesystem": True},

@@ -168,6 +168,7 @@ class LocalEnvironment:
             self.binaries = await asyncio.to_thread(
                 bins.ensure_kubernetes, self.config.kubernetes_version
             )
+        self.workdir.mkdir(parents=True, exist_ok=True)
         names = [CONTROL_PLANE, *self.config.members]
         if self.config.nodes is not None:
             self.node_env = self._node_environment(self.config.nodes, names)
@@ -206,7 +207,8 @@ class LocalEnvironment:
         """Stop every process; remove the work directory if this object made it.
 
         Clusters with Nodes are stopped first, and what they changed on this machine
-        (network, cgroups, kernel settings) is undone before the API servers stop.
+        (cgroups, kernel settings) is undone; their network goes after the API servers
+        that listen on it.
         """
         try:
             if self.node_env is not None:
@@ -218,6 +220,8 @@ class LocalEnvironment:
             await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
             if self.etcd is not None:
                 await self.etcd.stop()
+            if self.node_env is not None:
+                await self.node_env.remove_network()
             if self._own_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
 

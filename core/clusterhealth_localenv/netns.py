@@ -19,7 +19,6 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
-
 INDEXES = range(128, 255)
 """A test host's ``n``: 198.18.128.0/17, apart from the Nodes' and the pod networks' ranges."""
 

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import pathlib
+import signal
 import ssl
 import subprocess
 import time
@@ -101,6 +102,9 @@ class NodeSettings:
     proxy_mode: ProxyMode = "nftables"
     coredns_replicas: int = 2
     """kubeadm's default; 0 installs CoreDNS scaled to zero."""
+    coredns_readiness_period: int | None = 2
+    """Seconds between CoreDNS's readiness probes; None: kubeadm's (Kubernetes' default,
+    10 s).  Shorter, a started or scaled-up CoreDNS serves sooner."""
     dns_upstream: str | None = None
     """Where CoreDNS forwards names outside ``cluster.local``; None: nowhere (see
     :mod:`.coredns`)."""
@@ -267,6 +271,24 @@ def child_pid(pid: int) -> int | None:
     return None
 
 
+def descendants(roots: Sequence[int]) -> set[int]:
+    """``roots`` and every process below them (from each process's parent in ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
 class Node:
     """One Node: its namespaces (held by ``pause``), containerd, kubelet and kube-proxy."""
 
@@ -295,6 +317,17 @@ class Node:
         self.containerd: processes.ManagedProcess | None = None
         self.kubelet: processes.ManagedProcess | None = None
         self.proxy: processes.ManagedProcess | None = None
+
+    def pids(self) -> dict[int, str]:
+        """Every process of the Node now (its init, daemons, shims, containers): pid -> name."""
+        roots = [p.pid for p in self.children if p.running() and p.pid is not None]
+        if self.init_pid is not None:
+            roots.append(self.init_pid)
+        named = {}
+        for pid in descendants(roots):
+            with contextlib.suppress(OSError):
+                named[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+        return named
 
     def log(self, part: str) -> pathlib.Path:
         """The log file of one of the Node's processes."""
@@ -455,8 +488,22 @@ class Node:
         self.proxy.start()
 
     async def stop(self) -> None:
-        """Kill the Node's init (the kernel kills every process inside) and wait for all."""
+        """Kill every process of the Node, then its init; wait for all.
+
+        The init goes last: while it lives, so do the Node's and the Pods' network
+        namespaces, and the connections of the dying processes close properly (an API
+        server otherwise waits out its shutdown for peers that vanished).  Killing the
+        init then kills whatever started meanwhile: the kernel ends a PID namespace whole.
+        """
         init = self.init_pid
+        if init is not None:
+            inside = set(self.pids()) - {init, *(p.pid for p in self.children)}
+            for pid in inside:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10.0
+            while any(_exists(pid) for pid in inside) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         self.holder.kill()
         await asyncio.gather(*(p.stop(grace=5.0) for p in self.children))
         if init is not None:
@@ -519,7 +566,7 @@ class NodeCluster:
     async def start(self, api: kube.ApiClient, context: ssl.SSLContext, timeout: float) -> None:
         """Start everything; return once every Node is Ready and CoreDNS is available."""
         self.controllers = workloads.controller_processes(
-            self.name, self.host, self.control, self.directory / "control", self.kubeconfig,
+            self.name, self.host, self.control, self.api_directory / "control", self.kubeconfig,
             self.ca, self.logs, controller_manager_flags=[
                 "--node-monitor-period=1s",
                 f"--node-monitor-grace-period={self.settings.node_monitor_grace_period}s"])
@@ -532,25 +579,42 @@ class NodeCluster:
 
         async def boot(node: Node) -> None:
             await node.start_containerd(timeout)
-            await asyncio.gather(node.import_image(self.system.pause.archive),
-                                 node.import_image(self.system.coredns.archive))
+            await node.import_image(self.system.pause.archive)
             node.start_kubelet()
             node.start_proxy()
+            # CoreDNS is installed once the Nodes are Ready: import it meanwhile.
+            await node.import_image(self.system.coredns.archive)
 
-        await asyncio.gather(*(boot(node) for node in self.nodes))
-        await asyncio.gather(*(processes.wait_answering(p, url, context, timeout)
-                               for p, url in self.controllers))
-        watched = [p for n in self.nodes for p in (n.kubelet, n.proxy, n.containerd)
-                   if p is not None]
-        await workloads.wait_nodes_ready(api, self.node_names, timeout, watched)
+        began = time.monotonic()
+        booting = asyncio.ensure_future(asyncio.gather(*(boot(node) for node in self.nodes)))
+        try:
+            while not all(n.kubelet is not None for n in self.nodes) and not booting.done():
+                await asyncio.sleep(0.05)
+            if booting.done():
+                booting.result()  # a Node that failed before its kubelet started
+            log.debug("%s: kubelets started after %.1f s", self.name, time.monotonic() - began)
+            await asyncio.gather(*(processes.wait_answering(p, url, context, timeout)
+                                   for p, url in self.controllers))
+            watched = [p for n in self.nodes for p in (n.kubelet, n.proxy, n.containerd)
+                       if p is not None]
+            await workloads.wait_nodes_ready(api, self.node_names, timeout, watched)
+            log.debug("%s: Nodes Ready after %.1f s", self.name, time.monotonic() - began)
+            await booting
+        finally:
+            if not booting.done():
+                booting.cancel()
+                with contextlib.suppress(BaseException):
+                    await booting
         await self.install_coredns(api)
         await self.wait_coredns(api, self.settings.coredns_replicas, timeout)
+        log.debug("%s: CoreDNS available after %.1f s", self.name, time.monotonic() - began)
 
     async def install_coredns(self, api: kube.ApiClient) -> None:
         """Create kubeadm's DNS add-on objects (:mod:`.coredns`)."""
         for kind, body in coredns.objects(
                 self.system.coredns.reference, self.plan.dns_service(self.index),
-                self.settings.coredns_replicas, CLUSTER_DOMAIN, self.settings.dns_upstream):
+                self.settings.coredns_replicas, CLUSTER_DOMAIN, self.settings.dns_upstream,
+                self.settings.coredns_readiness_period):
             with contextlib.suppress(errors.Conflict):
                 await api.create(KINDS[kind], body,
                                  namespace=body["metadata"].get("namespace"))
@@ -636,8 +700,7 @@ class NodeEnvironment:
         """Build or find the parts (in the background), make the network and cgroup roots."""
         if os.geteuid() != 0:
             raise NodeError("Nodes that run containers need root")
-        tools = await asyncio.to_thread(Tools.find)
-        del tools
+        await asyncio.to_thread(Tools.find)  # fail early, naming a missing Debian package
         version, dns = self.kubernetes_version, self.settings.coredns_version
         self._parts = asyncio.create_task(asyncio.to_thread(
             lambda: (bins.ensure_node_parts(version, dns), bins.ensure_workload_parts(version))))
@@ -699,7 +762,11 @@ class NodeEnvironment:
                                for name, cluster in self.clusters.items()))
 
     async def stop(self) -> None:
-        """Stop every cluster, then remove cgroups and the network, restore kernel settings."""
+        """Stop every cluster, remove the cgroups, restore the kernel settings.
+
+        The network stays until :meth:`remove_network`: the API servers listen on it and
+        stop cleanly only while their address exists.
+        """
         if self._parts is not None and not self._parts.done():
             self._parts.cancel()
             with contextlib.suppress(BaseException):
@@ -711,8 +778,6 @@ class NodeEnvironment:
                 await asyncio.to_thread(self.cgroups.destroy)
             except nodehost.HostStateError as exc:
                 problems.append(str(exc))
-        if self.network is not None:
-            await asyncio.to_thread(self.network.destroy)
         if self._held:
             self._held = False
             try:
@@ -721,3 +786,8 @@ class NodeEnvironment:
                 problems.append(str(exc))
         if problems:
             raise NodeError("; ".join(problems))
+
+    async def remove_network(self) -> None:
+        """Remove the bridge, its addresses and routes (after the API servers stopped)."""
+        if self.network is not None:
+            await asyncio.to_thread(self.network.destroy)

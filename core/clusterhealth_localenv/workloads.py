@@ -77,10 +77,10 @@ def controller_processes(
 ) -> list[tuple[processes.ManagedProcess, str]]:
     """A member's ``kube-controller-manager`` and ``kube-scheduler`` (not started).
 
-    Each serves its health on ``host`` with a certificate of ``ca``; returned with the
-    ``/healthz`` URL to wait for.  ``directory`` is the member's API server folder's
-    ``workloads``-like subfolder: its parent holds the API server's ``sa.key``, the one above
-    that the environment's ``ca.crt``.
+    Each serves its health on ``host`` with a certificate of ``ca`` written to
+    ``directory``; returned with the ``/healthz`` URL to wait for.  ``directory`` is a
+    subfolder of the member's API server folder (which holds the service-account signing
+    key ``sa.key``), itself in the environment's folder (which holds ``ca.crt``).
     """
     directory.mkdir(parents=True, exist_ok=True)
     sa_key = directory.parent / "sa.key"  # the API server's signing key
@@ -246,7 +246,10 @@ async def wait_nodes_ready(api: kube.ApiClient, names: Sequence[str], timeout: f
                 raise processes.StartError(
                     f"{process.name} exited ({process.exit_code()}):\n{process.log_tail()}")
         for name in sorted(waiting):
-            node = await api.get(resources.NODES, name)
+            try:
+                node = await api.get(resources.NODES, name)
+            except errors.NotFound:  # a kubelet that has not registered its Node yet
+                continue
             ready = [c for c in (node.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Ready"]
             if ready and ready[0].get("status") == "True":

@@ -1,0 +1,74 @@
+"""Start and stop are exact: after an environment with Nodes stops, nothing of it is left.
+
+Its own environment (not ``node_env``, which lives for the whole session): a
+host cluster (the control plane with one Node) and member1 with one Node,
+each running CoreDNS, member1 a Pod of the test image.  The machine is
+looked at before the start, while it runs (the marks must find its processes,
+links, routes and cgroups, so the comparison can fail) and after the stop:
+sysctls, ``iptables-save``, ``ip6tables-save``, ``nft list ruleset``,
+``/proc/self/mountinfo``, ``ip link``, routes, cgroup folders, processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+
+import hoststate
+import nodekit
+import pytest
+
+from clusterhealth_core.kube import resources
+from clusterhealth_localenv import environment, images, nodes
+
+
+@pytest.mark.timeout(300)
+async def test_an_environment_with_nodes_leaves_the_machine_as_it_found_it(
+        tmp_path: pathlib.Path) -> None:
+    config = environment.EnvironmentConfig(
+        members=("member1",), workdir=tmp_path / "env",
+        nodes=nodes.NodeSettings(nodes=1, control_plane_nodes=1, coredns_replicas=1))
+    image = await asyncio.to_thread(images.busybox_image, tmp_path / "busybox.tar",
+                                    nodekit.IMAGE)
+    before = await asyncio.to_thread(hoststate.HostState.take)
+    env = environment.LocalEnvironment(config)
+    try:
+        await env.start()
+        assert env.node_env is not None
+        network = env.node_env.network
+        cgroups = env.node_env.cgroups
+        assert network is not None
+        assert cgroups is not None
+        member = env.node_cluster("member1")
+        host = env.node_cluster(environment.CONTROL_PLANE)
+        await member.load_image(image.archive)
+        async with env.client("member1") as api:
+            await nodekit.ensure_namespace(api, "teardown")
+            await api.create(resources.PODS, nodekit.pod("sleeper", "teardown", "sleep 100000"),
+                             namespace="teardown")
+            await nodekit.wait_running(api, "sleeper", "teardown")
+        async with env.client() as api:  # the host cluster runs Pods as well
+            ready = await nodekit.node_ready(api, host.node_names[0])
+            assert ready == "True"
+        pid_namespaces = frozenset(os.readlink(f"/proc/{node.init_pid}/ns/pid")
+                                   for cluster in (member, host) for node in cluster.nodes)
+        marks = hoststate.Marks(str(env.workdir), network.bridge, network.plan.network,
+                                cgroups.name, pid_namespaces)
+        during = await asyncio.to_thread(hoststate.HostState.take)
+        seen = hoststate.leftovers(before, during, marks)
+        # The marks find the environment while it runs: the comparison below can fail.
+        assert {"links", "routes", "cgroups", "processes"} <= set(seen), seen
+        running = seen["processes"]
+        assert isinstance(running, dict)
+        names = " ".join(str(cmd) for cmd in running.values())
+        for part in ("kubelet", "kube-proxy", "containerd", "coredns", "sleep 100000"):
+            assert part in names, part
+        # Containers' mounts and the Nodes' rules live in the Nodes' namespaces only.
+        assert "mounts" not in seen, seen.get("mounts")
+        for table in ("iptables", "ip6tables", "nft"):
+            assert table not in seen, seen.get(table)
+    finally:
+        await env.stop()
+    after = await asyncio.to_thread(hoststate.HostState.take)
+    assert hoststate.leftovers(before, after, marks) == {}

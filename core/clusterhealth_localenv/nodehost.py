@@ -127,6 +127,17 @@ class KernelSettings:
             self.state.parent.mkdir(parents=True, exist_ok=True)
             self.state.write_text(json.dumps({"holders": holders, "values": saved}))
 
+    def sweep(self) -> bool:
+        """Write back what holders that all died left; whether there was such a record."""
+        with machine_lock("sysctls"):
+            holders, saved, dead = self._load()
+            if holders or not dead:
+                return False
+            if saved is not None:
+                write_sysctls(saved)
+            self.state.unlink(missing_ok=True)
+            return True
+
     def release(self, owner: int | None = None) -> None:
         """Remove one hold of ``owner``; the last holder writes the recorded values back."""
         owner = os.getpid() if owner is None else owner
@@ -214,7 +225,7 @@ class CgroupRoot:
             time.sleep(0.1)
 
 
-def leftover_cgroups(alive: set[str]) -> list[CgroupRoot]:
+def leftover_cgroups() -> list[CgroupRoot]:
     """Cgroup roots of environments whose process has ended (``<pid>b<block>`` tags)."""
     found = []
     for hierarchy in cgroup_hierarchies():
@@ -222,7 +233,7 @@ def leftover_cgroups(alive: set[str]) -> list[CgroupRoot]:
             for entry in hierarchy.iterdir():
                 tag = entry.name.removeprefix(CGROUP_PREFIX)
                 pid = tag.split("b")[0]
-                if entry.name.startswith(CGROUP_PREFIX) and pid.isdigit() and tag not in alive \
+                if entry.name.startswith(CGROUP_PREFIX) and pid.isdigit() \
                         and not _alive(int(pid)):
                     found.append(CgroupRoot(tag))
     unique = {root.name: root for root in found}

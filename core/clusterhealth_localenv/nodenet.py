@@ -235,11 +235,9 @@ def leftovers() -> list[NodeNetwork]:
 
 
 def create() -> NodeNetwork:
-    """A new network on the first free block (after removing dead runs' bridges)."""
+    """A new network on the first free block (dead runs' bridges removed beforehand)."""
     if os.geteuid() != 0:
         raise NodeNetworkError("Nodes that run containers need root")
-    for dead in leftovers():
-        dead.destroy()
     for block in BLOCKS:
         plan = AddressPlan(block)
         if not ip("-4", "route", "show", "root", plan.network).strip() and \

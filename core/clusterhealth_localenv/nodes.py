@@ -663,6 +663,24 @@ class NodeCluster:
         return {name: pid for name, pid in named.items() if pid is not None}
 
 
+def sweep(kernel: nodehost.KernelSettings | None = None) -> list[str]:
+    """Undo what runs killed before they could stop left: bridges, routes, cgroups, sysctls.
+
+    Their processes died with them (every Node's init dies with its parent).  Returns
+    the names of what was removed or restored.
+    """
+    removed = []
+    if (kernel or nodehost.KernelSettings()).sweep():
+        removed.append("sysctls")
+    for network in nodenet.leftovers():
+        network.destroy()
+        removed.append(network.bridge)
+    for cgroup in nodehost.leftover_cgroups():
+        cgroup.destroy()
+        removed.append(cgroup.name)
+    return removed
+
+
 class NodeEnvironment:
     """What the clusters with Nodes of one environment share, and their start and stop.
 
@@ -707,10 +725,8 @@ class NodeEnvironment:
 
         def make() -> nodenet.NodeNetwork:
             with nodehost.machine_lock("network"):
-                network = nodenet.create()
-            for cgroup in nodehost.leftover_cgroups(set()):
-                cgroup.destroy()
-            return network
+                sweep()
+                return nodenet.create()
 
         self.network = await asyncio.to_thread(make)
         for index, _ in self.wanted.values():

@@ -12,15 +12,19 @@ sysctls, ``iptables-save``, ``ip6tables-save``, ``nft list ruleset``,
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
+import shutil
+import subprocess
+import tempfile
 
 import hoststate
 import nodekit
 import pytest
 
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import environment, images, nodes
+from clusterhealth_localenv import environment, images, nodehost, nodenet, nodes
 
 
 @pytest.mark.timeout(300)
@@ -72,3 +76,38 @@ async def test_an_environment_with_nodes_leaves_the_machine_as_it_found_it(
         await env.stop()
     after = await asyncio.to_thread(hoststate.HostState.take)
     assert hoststate.leftovers(before, after, marks) == {}
+
+
+def test_what_a_killed_run_left_is_removed_by_the_next() -> None:
+    """A run killed outright (its Nodes die with it) leaves a bridge with routes, cgroup
+    folders and kernel settings: the next start removes and restores them."""
+    dead = int(pathlib.Path("/proc/sys/kernel/pid_max").read_text()) + 7  # never a live pid
+    network = nodenet.NodeNetwork(nodenet.AddressPlan(3), owner=dead)
+    cgroups = nodehost.CgroupRoot(network.tag)
+    state = pathlib.Path(tempfile.mkdtemp(prefix="clusterhealth-sweep-")) / "sysctls.json"
+    names = ("kernel.panic",)
+    original = nodehost.read_sysctls(names)
+    try:
+        network.create()
+        network.route(nodenet.AddressPlan(3).node_pod_cidr(1, 0), "198.18.112.33")
+        cgroups.create(["member1-node-0"])
+        (pathlib.Path("/sys/fs/cgroup/memory") / cgroups.name / "member1-node-0" / "kubepods"
+         ).mkdir()
+        # what the dead run's kubelet set, and its record of what was there before
+        state.write_text(json.dumps({"holders": [dead], "values": original}))
+        nodehost.write_sysctls({"kernel.panic": str(int(original["kernel.panic"]) + 9)})
+
+        removed = nodes.sweep(nodehost.KernelSettings(names, state))
+        assert {network.bridge, cgroups.name, "sysctls"} <= set(removed)
+        assert nodehost.read_sysctls(names) == original
+        assert not state.exists()
+        assert network.bridge not in subprocess.run(
+            ["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+        assert "198.18.113.0/26" not in subprocess.run(
+            ["ip", "-4", "route"], capture_output=True, text=True, check=True).stdout
+        assert cgroups.folders() == []
+    finally:
+        network.destroy()
+        cgroups.destroy()
+        nodehost.write_sysctls(original)
+        shutil.rmtree(state.parent, ignore_errors=True)

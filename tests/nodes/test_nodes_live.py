@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
+import subprocess
 import time
 
 import nodekit
@@ -17,7 +18,7 @@ import pytest
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import binaries, coredns, environment, images
+from clusterhealth_localenv import binaries, coredns, environment, images, nodenet
 
 MEMBER = nodekit.MEMBER
 NAMESPACE = nodekit.NAMESPACE
@@ -39,6 +40,25 @@ async def test_nodes_are_ready_and_run_containerd(
         address = [a["address"] for a in status["addresses"] if a["type"] == "InternalIP"]
         assert address == [cluster.node(node["metadata"]["name"]).ip]
         assert ipaddress.ip_address(address[0]) in ipaddress.ip_network("198.18.64.0/18")
+
+
+async def test_each_node_keeps_its_rules_and_bridge_to_itself(
+        node_env: environment.LocalEnvironment) -> None:
+    """kube-proxy's nftables table and the CNI bridge are in each Node, not on this machine."""
+    cluster = node_env.node_cluster(MEMBER)
+    for node in cluster.nodes:
+        assert node.init_pid is not None
+        table = await asyncio.to_thread(nodenet.in_namespace, node.init_pid,
+                                        "nft", "list", "table", "ip", "kube-proxy")
+        dns = cluster.plan.dns_service(cluster.index)
+        assert "map service-ips" in table, table[:2000]
+        assert re.search(rf"{re.escape(dns)} \. (udp|17) \. 53 :", table), table[:4000]
+        links = await asyncio.to_thread(nodenet.in_namespace, node.init_pid,
+                                        "ip", "-o", "link", "show")
+        assert " cni0:" in links
+    here = (await asyncio.to_thread(subprocess.run, ["nft", "list", "tables"],
+                                    capture_output=True, text=True, check=True)).stdout
+    assert "kube-proxy" not in here
 
 
 async def test_coredns_is_installed_as_kubeadm_installs_it(

@@ -1,8 +1,10 @@
 """Start and stop are exact: after an environment with Nodes stops, nothing of it is left.
 
 Its own environment (not ``node_env``, which lives for the whole session): a
-host cluster (the control plane with one Node) and member1 with one Node,
-each running CoreDNS, member1 a Pod of the test image.  The machine is
+host cluster, the control plane's own cluster with one Node (the mode the
+add-ons' charts are installed into; ``node_env`` has Nodes in a member),
+running CoreDNS and a Pod of the test image, kube-proxy in iptables mode
+(``node_env`` runs nftables mode, so both are exercised).  The machine is
 looked at before the start, while it runs (the marks must find its processes,
 links, routes and cgroups, so the comparison can fail) and after the stop:
 sysctls, ``iptables-save``, ``ip6tables-save``, ``nft list ruleset``,
@@ -31,8 +33,9 @@ from clusterhealth_localenv import environment, images, nodehost, nodenet, nodes
 async def test_an_environment_with_nodes_leaves_the_machine_as_it_found_it(
         tmp_path: pathlib.Path) -> None:
     config = environment.EnvironmentConfig(
-        members=("member1",), workdir=tmp_path / "env",
-        nodes=nodes.NodeSettings(nodes=1, control_plane_nodes=1, coredns_replicas=1))
+        members=(), workdir=tmp_path / "env",
+        nodes=nodes.NodeSettings(control_plane_nodes=1, coredns_replicas=1,
+                                 proxy_mode="iptables"))
     image = await asyncio.to_thread(images.busybox_image, tmp_path / "busybox.tar",
                                     nodekit.IMAGE)
     before = await asyncio.to_thread(hoststate.HostState.take)
@@ -44,19 +47,16 @@ async def test_an_environment_with_nodes_leaves_the_machine_as_it_found_it(
         cgroups = env.node_env.cgroups
         assert network is not None
         assert cgroups is not None
-        member = env.node_cluster("member1")
         host = env.node_cluster(environment.CONTROL_PLANE)
-        await member.load_image(image.archive)
-        async with env.client("member1") as api:
+        assert host.node_names == ["control-plane-node-0"]
+        await host.load_image(image.archive)
+        async with env.client() as api:
             await nodekit.ensure_namespace(api, "teardown")
             await api.create(resources.PODS, nodekit.pod("sleeper", "teardown", "sleep 100000"),
                              namespace="teardown")
             await nodekit.wait_running(api, "sleeper", "teardown")
-        async with env.client() as api:  # the host cluster runs Pods as well
-            ready = await nodekit.node_ready(api, host.node_names[0])
-            assert ready == "True"
         pid_namespaces = frozenset(os.readlink(f"/proc/{node.init_pid}/ns/pid")
-                                   for cluster in (member, host) for node in cluster.nodes)
+                                   for node in host.nodes)
         marks = hoststate.Marks(str(env.workdir), network.bridge, network.plan.network,
                                 cgroups.name, pid_namespaces)
         during = await asyncio.to_thread(hoststate.HostState.take)
@@ -70,6 +70,10 @@ async def test_an_environment_with_nodes_leaves_the_machine_as_it_found_it(
             assert part in names, part
         # Containers' mounts and the Nodes' rules live in the Nodes' namespaces only.
         assert "mounts" not in seen, seen.get("mounts")
+        assert host.nodes[0].init_pid is not None
+        inside = await asyncio.to_thread(nodenet.in_namespace, host.nodes[0].init_pid,
+                                         "iptables-save")
+        assert "-A KUBE-SERVICES" in inside  # kube-proxy's iptables mode, in the Node
         for table in ("iptables", "ip6tables", "nft"):
             assert table not in seen, seen.get(table)
     finally:

@@ -172,7 +172,10 @@ class LocalEnvironment:
         names = [CONTROL_PLANE, *self.config.members]
         if self.config.nodes is not None:
             self.node_env = self._node_environment(self.config.nodes, names)
-            await self.node_env.prepare()
+            if self.node_env.wanted:
+                await self.node_env.prepare()
+            else:
+                self.node_env = None  # no cluster gets Nodes
         parts: asyncio.Task[bins.WorkloadBinaries] | None = None
         if self.config.workloads is not None and self._kwok_members():
             parts = asyncio.create_task(asyncio.to_thread(

@@ -27,13 +27,26 @@ class NetnsError(RuntimeError):
     """A namespace could not be made; the message says why."""
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    ip = shutil.which("ip") or "/usr/sbin/ip"
-    proc = subprocess.run([ip, *args], capture_output=True, text=True, check=False)
+def ip(*args: str, check: bool = True, error: type[Exception] = NetnsError,
+       what: str = "test hosts") -> str:
+    """Run ``ip`` and return its output; when it fails (``check``), ``error`` says why.
+
+    ``what`` names what needs it in the message (it needs root and iproute2).
+    """
+    binary = shutil.which("ip") or "/usr/sbin/ip"
+    try:
+        proc = subprocess.run([binary, *args], capture_output=True, text=True, check=False,
+                              timeout=30)
+    except OSError as exc:
+        raise error(f"ip {' '.join(args)}: {exc} (install iproute2)") from exc
     if check and proc.returncode != 0:
-        raise NetnsError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
-                         "(test hosts need root and iproute2)")
-    return proc
+        raise error(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+                    f"({what} need root and iproute2)")
+    return proc.stdout
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    return ip(*args, check=check)
 
 
 def join(namespace: str, host_link: str, ns_link: str, host_address: str,

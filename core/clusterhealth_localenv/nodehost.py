@@ -29,6 +29,8 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 
+from clusterhealth_localenv import processes
+
 STATE_DIR = pathlib.Path("/tmp/clusterhealth-nodes")
 KUBELET_SYSCTLS = (
     "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -52,16 +54,6 @@ def machine_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sysctl_path(name: str) -> pathlib.Path:
@@ -109,7 +101,7 @@ class KernelSettings:
         recorded = [p for p in loaded.get("holders") or [] if isinstance(p, int)]
         values = loaded.get("values")
         saved = {str(k): str(v) for k, v in values.items()} if isinstance(values, dict) else None
-        holders = [p for p in recorded if _alive(p)]
+        holders = [p for p in recorded if processes.alive(p)]
         return holders, saved, len(holders) < len(recorded)
 
     def hold(self, owner: int | None = None) -> None:
@@ -234,7 +226,7 @@ def leftover_cgroups() -> list[CgroupRoot]:
                 tag = entry.name.removeprefix(CGROUP_PREFIX)
                 pid = tag.split("b")[0]
                 if entry.name.startswith(CGROUP_PREFIX) and pid.isdigit() \
-                        and not _alive(int(pid)):
+                        and not processes.alive(int(pid)):
                     found.append(CgroupRoot(tag))
     unique = {root.name: root for root in found}
     return list(unique.values())

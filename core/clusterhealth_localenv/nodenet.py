@@ -36,6 +36,8 @@ import re
 import shutil
 import subprocess
 
+from clusterhealth_localenv import netns, processes
+
 BLOCKS = range(4)
 """Block k is 198.18.(64 + 16k).0/20."""
 MAX_CLUSTER = 6
@@ -52,16 +54,7 @@ class NodeNetworkError(RuntimeError):
 
 def ip(*args: str, check: bool = True) -> str:
     """Run ``ip``; :class:`NodeNetworkError` with its message when it fails (``check``)."""
-    binary = shutil.which("ip") or "/usr/sbin/ip"
-    try:
-        proc = subprocess.run([binary, *args], capture_output=True, text=True, check=False,
-                              timeout=30)
-    except OSError as exc:
-        raise NodeNetworkError(f"ip {' '.join(args)}: {exc} (install iproute2)") from exc
-    if check and proc.returncode != 0:
-        raise NodeNetworkError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
-                               "(Nodes need root and iproute2)")
-    return proc.stdout
+    return netns.ip(*args, check=check, error=NodeNetworkError, what="Nodes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,16 +126,6 @@ class AddressPlan:
     def dns_service(self, cluster: int) -> str:
         """The ClusterIP of ``kube-system/kube-dns`` (the kubelets' ``clusterDNS``)."""
         return str(ipaddress.ip_network(self.service_range(cluster))[10])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class NodeNetwork:
@@ -229,7 +212,7 @@ def leftovers() -> list[NodeNetwork]:
             continue
         match = _BRIDGE.match(parts[1].strip())
         if match is not None and int(match.group(2)) in BLOCKS \
-                and not _alive(int(match.group(1))):
+                and not processes.alive(int(match.group(1))):
             found.append(NodeNetwork(AddressPlan(int(match.group(2))), int(match.group(1))))
     return found
 

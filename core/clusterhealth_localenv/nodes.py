@@ -70,12 +70,10 @@ CNI_BIN_DIR = pathlib.Path("/usr/lib/cni")
 """Debian's ``containernetworking-plugins``."""
 CLUSTER_DOMAIN = "cluster.local"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_RBAC = "rbac.authorization.k8s.io"
 KINDS = {
     "ServiceAccount": resources.SERVICE_ACCOUNTS,
-    "ClusterRole": resources.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False),
-    "ClusterRoleBinding": resources.Resource(_RBAC, "v1", "clusterrolebindings",
-                                             "ClusterRoleBinding", False),
+    "ClusterRole": resources.CLUSTER_ROLES,
+    "ClusterRoleBinding": resources.CLUSTER_ROLE_BINDINGS,
     "ConfigMap": resources.CONFIGMAPS,
     "Deployment": resources.DEPLOYMENTS,
     "Service": resources.SERVICES,
@@ -135,6 +133,8 @@ class NodeSettings:
             raise ValueError(f"unknown proxy_mode {self.proxy_mode!r}")
         if not 1 <= self.max_pods <= 61:
             raise ValueError("NodeSettings.max_pods must be 1..61 (a /26 per Node)")
+        if self.coredns_replicas < 0:
+            raise ValueError("NodeSettings.coredns_replicas must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,16 @@ import tarfile
 import pytest
 import yaml
 
-from clusterhealth_localenv import coredns, images, netns, nodehost, nodenet, nodes, podnet
+from clusterhealth_localenv import (
+    coredns,
+    environment,
+    images,
+    netns,
+    nodehost,
+    nodenet,
+    nodes,
+    podnet,
+)
 
 
 @pytest.mark.parametrize(("block", "cluster", "node", "expected"), [
@@ -100,10 +109,24 @@ def test_a_bridge_name_fits_and_names_its_owner() -> None:
     (nodes.NodeSettings(control_plane_nodes=-1), "control_plane_nodes"),
     (nodes.NodeSettings(proxy_mode="ipvs"), "proxy_mode"),  # type: ignore[arg-type]
     (nodes.NodeSettings(max_pods=62), "max_pods"),
+    (nodes.NodeSettings(coredns_replicas=-1), "coredns_replicas"),
 ])
 def test_settings_are_checked(settings: nodes.NodeSettings, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         settings.validate()
+
+
+async def test_the_karmada_control_plane_runs_no_nodes(tmp_path: pathlib.Path) -> None:
+    config = environment.EnvironmentConfig(
+        members=(), control_plane="karmada", workdir=tmp_path,
+        nodes=nodes.NodeSettings(control_plane_nodes=1))
+    env = environment.LocalEnvironment(config)
+    try:
+        with pytest.raises(ValueError, match="Karmada control plane runs no Nodes"):
+            await env.start()
+    finally:
+        await env.stop()
+    assert env.node_env is None
 
 
 def test_which_clusters_get_nodes() -> None:

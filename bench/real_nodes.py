@@ -61,9 +61,23 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / TICKS
 
 
+PARTS = ("kubelet", "containerd", "kube-proxy", "coredns", "containerd-shim")
+"""Processes reported on their own (by ``comm``); the rest (init, nsenter, pause) as "other"."""
+
+
+def rss_by_part(named: dict[int, str]) -> dict[str, float]:
+    """RSS (MiB) of a Node's processes summed by part."""
+    parts: dict[str, float] = {}
+    for pid, name in named.items():
+        part = name if name in PARTS else "other"
+        with contextlib.suppress(OSError, RuntimeError):
+            parts[part] = parts.get(part, 0.0) + foundation.rss_mib(pid)
+    return parts
+
+
 async def node_costs(cluster: nodes.NodeCluster, window: float
-                     ) -> tuple[list[float], list[float], float, float]:
-    """Per Node: CPU (cores) over ``window`` and RSS (MiB); the controllers' CPU and RSS."""
+                     ) -> tuple[list[float], list[dict[str, float]], float, float]:
+    """Per Node: CPU (cores) over ``window`` and RSS by part (MiB); the controllers' too."""
     node_pids = [sorted(node.pids()) for node in cluster.nodes]
     control = [p.pid for p, _ in cluster.controllers if p.pid is not None]
     start = [cpu_seconds(pids) for pids in node_pids] + [cpu_seconds(control)]
@@ -74,13 +88,7 @@ async def node_costs(cluster: nodes.NodeCluster, window: float
                  for pids, node in zip(node_pids, cluster.nodes, strict=True)]
     end = [cpu_seconds(pids) for pids in node_pids] + [cpu_seconds(control)]
     cpu = [(e - s) / elapsed for s, e in zip(start, end, strict=True)]
-    rss = []
-    for node in cluster.nodes:
-        total = 0.0
-        for pid in node.pids():
-            with contextlib.suppress(OSError, RuntimeError):
-                total += foundation.rss_mib(pid)
-        rss.append(total)
+    rss = [rss_by_part(node.pids()) for node in cluster.nodes]
     control_rss = sum(foundation.rss_mib(pid) for pid in control)
     return cpu[:-1], rss, cpu[-1], control_rss
 
@@ -97,8 +105,10 @@ async def trial(kind: str, settle: float, window: float) -> dict[str, list[float
             await asyncio.sleep(settle)
             cpu, rss, control_cpu, control_rss = await node_costs(
                 env.node_cluster("member1"), window)
-            samples |= {"node_cpu": cpu, "node_rss": rss, "control_cpu": [control_cpu],
-                        "control_rss": [control_rss]}
+            samples |= {"node_cpu": cpu, "node_rss": [sum(r.values()) for r in rss],
+                        "control_cpu": [control_cpu], "control_rss": [control_rss]}
+            for part in (*PARTS, "other"):
+                samples[f"rss {part}"] = [r.get(part, 0.0) for r in rss]
     finally:
         began = time.monotonic()
         await env.stop()
@@ -118,7 +128,8 @@ async def measure(trials: int, settle: float, window: float) -> list[report.Figu
             for key, values in samples.items():
                 results[kind].setdefault(key, []).extend(values)
             progress(f"{kind} {index + 1}/{trials}: " + ", ".join(
-                f"{key} {statistics.median(values):.2f}" for key, values in samples.items()))
+                f"{key} {statistics.median(values):.2f}" for key, values in samples.items()
+                if not key.startswith("rss ")))
     nodes_, host = results["nodes"], results["nodes+host"]
     figures = [
         report.Figure("env start-up, control plane + member1, bare API servers",
@@ -136,6 +147,10 @@ async def measure(trials: int, settle: float, window: float) -> list[report.Figu
                       "% of a core"),
         report.Figure("RSS of one Node, all its processes",
                       tuple(nodes_["node_rss"] + host["node_rss"]), "MiB"),
+        *(report.Figure(f"RSS of one Node: {part}" + (
+            " (init, nsenter, pause)" if part == "other" else ""),
+            tuple(nodes_[f"rss {part}"] + host[f"rss {part}"]), "MiB")
+          for part in (*PARTS, "other")),
         report.Figure("idle CPU of member1's controller manager + scheduler",
                       tuple(100 * c for c in nodes_["control_cpu"] + host["control_cpu"]),
                       "% of a core"),

@@ -15,9 +15,10 @@ same in both modes.
 
 With ``EnvironmentConfig(nodes=NodeSettings())`` members (and, if asked, the
 control plane's own cluster) get Nodes that run containers
-(:mod:`clusterhealth_localenv.nodes`): their API servers move from loopback to
-the Nodes' network in 198.18.0.0/15, where Pods reach them through the
-``kubernetes`` Service.
+(:mod:`clusterhealth_localenv.nodes`): every API server of the environment
+moves from loopback to the Nodes' network in 198.18.0.0/15, where Pods reach
+it (their own through the ``kubernetes`` Service, the control plane's at its
+address).
 
 The tests, the benchmarks and ``make demo`` all use this module.
 """
@@ -185,7 +186,7 @@ class LocalEnvironment:
         await self._start_etcd()
         for index, name in enumerate(names):
             host = "127.0.0.1" if name == CONTROL_PLANE else f"127.0.1.{index}"
-            if self.node_env is not None and self.node_env.has_nodes(name):
+            if self.node_env is not None:  # Pods reach every API server of the environment
                 host = self.node_env.api_host(name)
             self.servers[name] = self._prepare_server(name, host)
         for server in self.servers.values():
@@ -300,13 +301,10 @@ class LocalEnvironment:
                           names: Sequence[str]) -> nodes.NodeEnvironment:
         if self.is_karmada and settings.control_plane_nodes:
             raise ValueError("the Karmada control plane runs no Nodes (control_plane_nodes=0)")
-        wanted = {}
-        for index, name in enumerate(names):
-            count = settings.count(name, name == CONTROL_PLANE)
-            if count:
-                wanted[name] = (index, count)
-        return nodes.NodeEnvironment(settings, wanted, self.workdir, self.workdir / "logs",
-                                     self.config.kubernetes_version)
+        return nodes.NodeEnvironment(
+            settings, {name: index for index, name in enumerate(names)},
+            {name: settings.count(name, name == CONTROL_PLANE) for name in names},
+            self.workdir, self.workdir / "logs", self.config.kubernetes_version)
 
     def _kwok_members(self) -> list[str]:
         """The members kwok's Nodes are for (those without real Nodes)."""
@@ -408,11 +406,9 @@ class LocalEnvironment:
         directory = self.workdir / name
         directory.mkdir(parents=True, exist_ok=True)
         port = free_port(host)
-        with_nodes = self.node_env is not None and self.node_env.has_nodes(name)
-        ips = [host, "10.96.0.1"]
-        if with_nodes:
-            assert self.node_env is not None
-            ips = self.node_env.serving_ips(name)
+        node_env = self.node_env
+        with_nodes = node_env is not None and node_env.has_nodes(name)
+        ips = [host, "10.96.0.1"] if node_env is None else node_env.serving_ips(name)
         serving = self.ca.serving(
             f"{name}-apiserver", ips,
             ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -452,12 +448,12 @@ class LocalEnvironment:
             f"--cert-dir={directory / 'certs'}",
             "--v=0",
         ]
-        if with_nodes:
-            assert self.node_env is not None
-            argv += self.node_env.apiserver_flags(name, directory, self.ca)
+        if node_env is not None and with_nodes:
+            argv += node_env.apiserver_flags(name, directory, self.ca)
         else:
             # No Pods run here, so none needs a service-account token mounted.
-            argv += ["--authorization-mode=RBAC", "--service-cluster-ip-range=10.96.0.0/16",
+            services = "10.96.0.0/16" if node_env is None else node_env.service_range(name)
+            argv += ["--authorization-mode=RBAC", f"--service-cluster-ip-range={services}",
                      "--disable-admission-plugins=ServiceAccount"]
         if name == CONTROL_PLANE and self._front_proxy is not None:
             argv += self._front_proxy.apiserver_flags()  # karmada-apiserver's aggregation

@@ -685,21 +685,26 @@ class NodeEnvironment:
     """What the clusters with Nodes of one environment share, and their start and stop.
 
     :meth:`prepare` (before the API servers start) finds the tools, takes a block of
-    addresses and makes the bridge with the API servers' addresses; :meth:`start`
-    (once they answer) starts each cluster's Nodes; :meth:`stop` stops them and undoes
-    what they changed on this machine.  ``clusters`` maps a cluster's name to its number
-    in the address plan and its Node count.
+    addresses and makes the bridge with the addresses of every API server of the
+    environment (those of clusters without Nodes too: Pods reach them, as an agent in
+    a member reaches the control plane); :meth:`start` (once they answer) starts each
+    cluster's Nodes; :meth:`stop` stops them and undoes what they changed on this
+    machine.  ``indexes`` maps every cluster's name to its number in the address plan,
+    ``counts`` a cluster's name to its Node count.
     """
 
-    def __init__(self, settings: NodeSettings, clusters: dict[str, tuple[int, int]],
+    def __init__(self, settings: NodeSettings, indexes: dict[str, int], counts: dict[str, int],
                  workdir: pathlib.Path, logs: pathlib.Path,
                  kubernetes_version: str = bins.KUBERNETES_VERSION) -> None:
         settings.validate()
-        for name, (index, _) in clusters.items():
+        for name, index in indexes.items():
             if not 0 <= index <= nodenet.MAX_CLUSTER:
-                raise ValueError(f"{name}: at most {nodenet.MAX_CLUSTER} members have Nodes")
+                raise ValueError(f"{name}: an environment with Nodes has at most "
+                                 f"{nodenet.MAX_CLUSTER} members")
         self.settings = settings
-        self.wanted = dict(clusters)
+        self.indexes = dict(indexes)
+        self.wanted = {name: (indexes[name], count) for name, count in counts.items() if count}
+        """The clusters that get Nodes: their number and Node count."""
         self.workdir = workdir
         self.logs = logs
         self.kubernetes_version = kubernetes_version
@@ -715,7 +720,7 @@ class NodeEnvironment:
         return name in self.wanted
 
     async def prepare(self) -> None:
-        """Build or find the parts (in the background), make the network and cgroup roots."""
+        """Build or find the parts (in the background), make the network."""
         if os.geteuid() != 0:
             raise NodeError("Nodes that run containers need root")
         await asyncio.to_thread(Tools.find)  # fail early, naming a missing Debian package
@@ -729,26 +734,33 @@ class NodeEnvironment:
                 return nodenet.create()
 
         self.network = await asyncio.to_thread(make)
-        for index, _ in self.wanted.values():
+        for index in self.indexes.values():
             await asyncio.to_thread(self.network.add_address, self.network.plan.api_server(index))
 
+    @property
+    def plan(self) -> nodenet.AddressPlan:
+        """The environment's addresses (after :meth:`prepare`)."""
+        if self.network is None:
+            raise NodeError("the Nodes' network is not made yet (prepare() first)")
+        return self.network.plan
+
     def api_host(self, name: str) -> str:
-        """Where cluster ``name``'s API server listens (after :meth:`prepare`)."""
-        assert self.network is not None
-        return self.network.plan.api_server(self.wanted[name][0])
+        """Where cluster ``name``'s API server listens."""
+        return self.plan.api_server(self.indexes[name])
+
+    def service_range(self, name: str) -> str:
+        """Cluster ``name``'s Service range."""
+        return self.plan.service_range(self.indexes[name])
 
     def apiserver_flags(self, name: str, directory: pathlib.Path,
                         ca: pki.CertificateAuthority) -> list[str]:
-        """The extra kube-apiserver flags of cluster ``name`` (:func:`apiserver_flags`)."""
-        assert self.network is not None
-        return apiserver_flags(directory, ca, self.network.plan, self.wanted[name][0])
+        """The extra kube-apiserver flags of cluster ``name``, which has Nodes."""
+        return apiserver_flags(directory, ca, self.plan, self.indexes[name])
 
     def serving_ips(self, name: str) -> list[str]:
         """The addresses cluster ``name``'s API server certificate names."""
-        assert self.network is not None
-        index = self.wanted[name][0]
-        return [self.network.plan.api_server(index),
-                self.network.plan.kubernetes_service(index)]
+        index = self.indexes[name]
+        return [self.plan.api_server(index), self.plan.kubernetes_service(index)]
 
     async def start(self, servers: dict[str, tuple[str, pathlib.Path, pathlib.Path]],
                     ca: pki.CertificateAuthority, ca_file: pathlib.Path,

@@ -180,6 +180,19 @@ async def test_a_service_answers_from_another_pod(
             await api.delete(resources.PODS, "web", namespace=NAMESPACE, missing_ok=True)
 
 
+async def test_a_pod_reaches_the_control_plane_api_server(
+        node_env: environment.LocalEnvironment, pods: nodekit.Pods,
+        toolboxes: dict[str, str]) -> None:
+    """The control plane has no Nodes, yet its API server is on the Nodes' network: an agent
+    in a member reaches it as it would over a real network (its address, no Service)."""
+    control_plane = node_env.servers[environment.CONTROL_PLANE]
+    assert ipaddress.ip_address(control_plane.host) in ipaddress.ip_network("198.18.64.0/18")
+    for pod in toolboxes.values():
+        result = await pods.exec(pod, "nc", "-w", "3", control_plane.host,
+                                 str(control_plane.port), "-e", "true")  # -e comes last
+        assert result.code == 0, result.output
+
+
 async def scale_coredns(api: kube.ApiClient, replicas: int) -> None:
     await api.patch(resources.DEPLOYMENTS, coredns.DEPLOYMENT, {"spec": {"replicas": replicas}},
                     namespace=coredns.NAMESPACE)

@@ -25,6 +25,7 @@ bench: setup
 	$(PY) -m bench.agent --markdown docs/benchmarks.md
 	$(PY) -m bench.remedy --markdown docs/benchmarks.md
 	$(PY) -m bench.workload_members --markdown docs/benchmarks.md
+	$(PY) -m bench.real_nodes --markdown docs/benchmarks.md
 	$(PY) -m bench.remedy --flips 0 --scales 10000x1000 --rounds 1 --changes 2 --no-httpx \
 		--section "## Remedy controller at 10,000 clusters (issue 13)" --markdown docs/benchmarks.md
 	$(PY) -m bench.kopf_compare --markdown docs/benchmarks.md

@@ -20,12 +20,28 @@ DEBIAN=(
   "tinyproxy:tinyproxy"    # the real HTTP CONNECT proxy between clients and API servers
   "debootstrap:debootstrap" # the images' Debian base without a Docker daemon (make image)
   "unshare:util-linux"     # the daemon-less image build's chroot steps run in namespaces
+  # Nodes that run containers (clusterhealth_localenv.nodes):
+  "containerd:containerd"  # the container runtime (CRI), with ctr and the runc shim
+  "runc:runc"
+  "nft:nftables"           # kube-proxy's nftables mode
+  "iptables:iptables"      # kubelet's and the iptables mode's rules
+  "gcc:gcc"                # compiles Kubernetes' pause program, static
+)
+# Packages told by a file rather than a command (file -> package).
+FILES=(
+  "/usr/lib/cni/bridge:containernetworking-plugins"         # bridge, host-local, loopback
+  "/usr/share/doc/busybox-static:busybox-static"            # the tests' static image
+  "/usr/lib/x86_64-linux-gnu/libc.a:libc6-dev"              # a static libc for pause
 )
 
 missing=()
 for entry in "${DEBIAN[@]}"; do
   cmd=${entry%%:*}; pkg=${entry##*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+done
+for entry in "${FILES[@]}"; do
+  file=${entry%%:*}; pkg=${entry##*:}
+  [ -e "$file" ] || missing+=("$pkg")
 done
 if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing+=(python3-venv)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from clusterhealth_core.kube import client as kube
-from clusterhealth_localenv import environment, workloads
+from clusterhealth_localenv import environment, nodes, workloads
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROMTOOL = pathlib.Path("/usr/bin/promtool")
@@ -56,6 +56,20 @@ async def workload_env() -> AsyncIterator[environment.LocalEnvironment]:
     """
     config = environment.EnvironmentConfig(members=("member1", "member2"),
                                            workloads=workloads.WorkloadSettings())
+    async with environment.LocalEnvironment(config) as local:
+        yield local
+
+
+@pytest.fixture(scope="session")
+async def node_env() -> AsyncIterator[environment.LocalEnvironment]:
+    """A control plane and member1, whose two Nodes run containers (needs root).
+
+    kubelet, containerd, runc, a CNI bridge and kube-proxy per Node, and CoreDNS behind
+    ``kube-dns`` (:mod:`clusterhealth_localenv.nodes`); ``node_env.node_cluster("member1")``
+    loads images and stops kubelets.  The control plane stays a bare API server.
+    """
+    config = environment.EnvironmentConfig(members=("member1",),
+                                           nodes=nodes.NodeSettings(nodes=2))
     async with environment.LocalEnvironment(config) as local:
         yield local
 

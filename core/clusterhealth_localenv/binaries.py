@@ -8,6 +8,12 @@ fails).  etcd is built in the same module at the exact version Kubernetes
 itself requires, so the pair is always compatible.  ``helm`` is built from
 ``helm.sh/helm/v3``.
 
+Clusters whose Nodes run containers (:mod:`.nodes`) add ``kubelet`` and
+``kube-proxy`` (the same Kubernetes build), ``coredns`` (``go install`` from
+the Go module proxy) and the pause program of Kubernetes' own source
+(``build/pause/linux/pause.c`` in the ``k8s.io/kubernetes`` module, compiled
+with ``gcc -static`` as its Makefile does).
+
 Karmada's ``karmada-aggregated-apiserver`` and ``karmada-controller-manager``
 (the local environment's Karmada control-plane mode) are built the same way
 from ``github.com/karmada-io/karmada``, with upstream's own ``replace``
@@ -50,6 +56,10 @@ KUBERNETES_VERSION = "v1.34.4"
 HELM_VERSION = "v3.19.5"
 KWOK_VERSION = "v0.8.0"
 KARMADA_VERSION = "v1.18.2"
+COREDNS_VERSION = "v1.12.1"
+"""The CoreDNS kubeadm v1.34 installs (``CoreDNSVersion`` of its constants)."""
+PAUSE_VERSION = "3.10.1"
+"""The pause tag of Kubernetes v1.34's ``build/pause/Makefile``."""
 KARMADA_MODULE = "github.com/karmada-io/karmada"
 KARMADA_CRD_SOURCE = "charts/karmada/_crds/bases"
 """Where Karmada's module keeps its CRD manifests (what its chart and karmadactl install)."""
@@ -87,6 +97,25 @@ class WorkloadBinaries:
     kube_scheduler: pathlib.Path
     kwok: pathlib.Path
     """Simulated kubelets: Nodes and Pods without containers (``sigs.k8s.io/kwok``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeBinaries:
+    """What a Node that runs containers needs from the Go module proxy (and gcc).
+
+    containerd, runc and the CNI plugins come from Debian's packages
+    (``scripts/bootstrap.sh``); :mod:`.nodes` finds them.
+    """
+
+    kubelet: pathlib.Path
+    kube_proxy: pathlib.Path
+    coredns: pathlib.Path
+    pause: pathlib.Path
+    """Kubernetes' pause program, static: the pod sandbox's process (and each Node's init)."""
+
+    def complete(self) -> bool:
+        """Whether every file is in place."""
+        return all(path.exists() for path in dataclasses.astuple(self))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,6 +338,68 @@ def ensure_workload_parts(version: str = KUBERNETES_VERSION,
     if not kwok.exists():
         _go_install(f"sigs.k8s.io/kwok/cmd/kwok@{kwok_version}", kwok)
     return parts
+
+
+def node_binaries(version: str = KUBERNETES_VERSION,
+                  coredns_version: str = COREDNS_VERSION) -> NodeBinaries:
+    """Where the Node parts of these versions live in the cache (built or not)."""
+    root = cache_root() / "bin"
+    out_dir = root / f"kubernetes-{version}-nodes"
+    return NodeBinaries(out_dir / "kubelet", out_dir / "kube-proxy",
+                        root / f"coredns-{coredns_version}" / "coredns",
+                        out_dir / "pause")
+
+
+def ensure_node_parts(version: str = KUBERNETES_VERSION,
+                      coredns_version: str = COREDNS_VERSION) -> NodeBinaries:
+    """Return cached ``kubelet``, ``kube-proxy``, ``coredns`` and ``pause``, built on first use.
+
+    kubelet and kube-proxy come from ``k8s.io/kubernetes`` at the API server's
+    version; ``pause`` is compiled from that module's ``build/pause/linux/pause.c``
+    (``gcc -static``, Debian's gcc and libc6-dev); CoreDNS is ``go install``ed.
+    """
+    parts = node_binaries(version, coredns_version)
+    out_dir = parts.kubelet.parent
+    if not (parts.kubelet.exists() and parts.kube_proxy.exists() and parts.pause.exists()):
+        with _build_lock(out_dir.name):
+            if not (parts.kubelet.exists() and parts.kube_proxy.exists()
+                    and parts.pause.exists()):
+                out_dir.parent.mkdir(parents=True, exist_ok=True)
+                staging = out_dir.with_name(out_dir.name + ".build")
+                shutil.rmtree(staging, ignore_errors=True)
+                _build_kubernetes(version, staging, (
+                    ("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
+                    ("kube-proxy", "k8s.io/kubernetes/cmd/kube-proxy"),
+                ))
+                _build_pause(version, staging / "pause")
+                shutil.rmtree(out_dir, ignore_errors=True)
+                staging.rename(out_dir)
+    if not parts.coredns.exists():
+        _go_install(f"github.com/coredns/coredns@{coredns_version}", parts.coredns)
+    return parts
+
+
+def _build_pause(version: str, output: pathlib.Path) -> None:
+    """Compile Kubernetes' ``build/pause/linux/pause.c`` of ``version``, static."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise ProvisionError("gcc is missing: install Debian packages gcc and libc6-dev "
+                             "(they compile Kubernetes' pause program)")
+    with tempfile.TemporaryDirectory(prefix="clusterhealth-pause-") as tmp:
+        info = _download_module(go_tool(), "k8s.io/kubernetes", version, pathlib.Path(tmp))
+        source = pathlib.Path(str(info["Dir"])) / "build" / "pause" / "linux" / "pause.c"
+        if not source.exists():
+            raise ProvisionError(f"k8s.io/kubernetes {version} has no {source}")
+        proc = subprocess.run(
+            [gcc, "-Os", "-Wall", "-Werror", "-static", f"-DVERSION=v{PAUSE_VERSION}",
+             "-o", str(output), str(source)],
+            capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise ProvisionError(f"compiling {source} failed (install libc6-dev for a static "
+                                 f"libc):\n{proc.stderr[-2000:]}")
+        strip = shutil.which("strip")
+        if strip is not None:
+            subprocess.run([strip, str(output)], check=False, capture_output=True)
 
 
 def ensure_kubectl(version: str = KUBERNETES_VERSION) -> pathlib.Path:
@@ -555,6 +646,7 @@ def main() -> int:
         karmada = ensure_karmada()
         workloads = ensure_workload_parts()
         kubectl = ensure_kubectl()
+        nodes = ensure_node_parts()
     except ProvisionError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1
@@ -568,6 +660,10 @@ def main() -> int:
     print(f"kube-scheduler: {workloads.kube_scheduler}")
     print(f"kwok:           {workloads.kwok}")
     print(f"kubectl:        {kubectl}")
+    print(f"kubelet:        {nodes.kubelet}")
+    print(f"kube-proxy:     {nodes.kube_proxy}")
+    print(f"coredns:        {nodes.coredns}")
+    print(f"pause:          {nodes.pause}")
     return 0
 
 

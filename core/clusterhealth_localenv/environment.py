@@ -13,6 +13,13 @@ Karmada's CRDs instead of ours, and ``karmada-controller-manager`` writing
 ``Ready`` on the members.  Clients, kubeconfigs and member registration are the
 same in both modes.
 
+With ``EnvironmentConfig(nodes=NodeSettings())`` members (and, if asked, the
+control plane's own cluster) get Nodes that run containers
+(:mod:`clusterhealth_localenv.nodes`): every API server of the environment
+moves from loopback to the Nodes' network in 198.18.0.0/15, where Pods reach
+it (their own through the ``kubernetes`` Service, the control plane's at its
+address).
+
 The tests, the benchmarks and ``make demo`` all use this module.
 """
 
@@ -40,7 +47,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config as kubecfg
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import binaries as bins
-from clusterhealth_localenv import karmada, pki, processes, workloads
+from clusterhealth_localenv import karmada, nodes, pki, processes, workloads
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +113,11 @@ class EnvironmentConfig:
     """How Karmada's parts run in Karmada mode."""
     workloads: workloads.WorkloadSettings | None = None
     """Members that run workloads (a controller manager, a scheduler and kwok's simulated
-    Nodes each, see :mod:`.workloads`); None: bare API servers."""
+    Nodes each, see :mod:`.workloads`); None: bare API servers.  Members with real
+    ``nodes`` get no kwok."""
+    nodes: nodes.NodeSettings | None = None
+    """Clusters whose Nodes run containers (kubelet, containerd, kube-proxy, CoreDNS; see
+    :mod:`.nodes`); None: none."""
 
 
 class LocalEnvironment:
@@ -128,6 +139,8 @@ class LocalEnvironment:
         self._front_proxy: karmada.FrontProxy | None = None
         self.workloads: dict[str, workloads.MemberWorkloads] = {}
         """Per member, what runs its workloads (with ``EnvironmentConfig.workloads``)."""
+        self.node_env: nodes.NodeEnvironment | None = None
+        """The clusters with Nodes that run containers (with ``EnvironmentConfig.nodes``)."""
 
     # --- lifecycle -------------------------------------------------------
 
@@ -156,16 +169,25 @@ class LocalEnvironment:
             self.binaries = await asyncio.to_thread(
                 bins.ensure_kubernetes, self.config.kubernetes_version
             )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        names = [CONTROL_PLANE, *self.config.members]
+        if self.config.nodes is not None:
+            self.node_env = self._node_environment(self.config.nodes, names)
+            if self.node_env.wanted:
+                await self.node_env.prepare()
+            else:
+                self.node_env = None  # no cluster gets Nodes
         parts: asyncio.Task[bins.WorkloadBinaries] | None = None
-        if self.config.workloads is not None and self.config.members:
+        if self.config.workloads is not None and self._kwok_members():
             parts = asyncio.create_task(asyncio.to_thread(
                 bins.ensure_workload_parts, self.config.kubernetes_version,
                 self.config.workloads.kwok_version))
         (self.workdir / "ca.crt").write_bytes(self.ca.cert_pem)
         await self._start_etcd()
-        names = [CONTROL_PLANE, *self.config.members]
         for index, name in enumerate(names):
             host = "127.0.0.1" if name == CONTROL_PLANE else f"127.0.1.{index}"
+            if self.node_env is not None:  # Pods reach every API server of the environment
+                host = self.node_env.api_host(name)
             self.servers[name] = self._prepare_server(name, host)
         for server in self.servers.values():
             server.process.start()
@@ -176,6 +198,8 @@ class LocalEnvironment:
             await self._start_karmada(karmada_binaries)
         if parts is not None:
             await self._start_workloads(await parts)
+        if self.node_env is not None:
+            await self._start_nodes(self.node_env)
         await self._register_members()
         if self.karmada is not None:
             await self.karmada.start_controller_manager()
@@ -184,15 +208,26 @@ class LocalEnvironment:
                     await self.karmada.wait_members_ready(api, self.config.members)
 
     async def stop(self) -> None:
-        """Stop every process; remove the work directory if this object made it."""
-        if self.karmada is not None:
-            await self.karmada.stop()
-        await asyncio.gather(*(w.stop() for w in self.workloads.values()))
-        await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
-        if self.etcd is not None:
-            await self.etcd.stop()
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        """Stop every process; remove the work directory if this object made it.
+
+        Clusters with Nodes are stopped first, and what they changed on this machine
+        (cgroups, kernel settings) is undone; their network goes after the API servers
+        that listen on it.
+        """
+        try:
+            if self.node_env is not None:
+                await self.node_env.stop()
+        finally:
+            if self.karmada is not None:
+                await self.karmada.stop()
+            await asyncio.gather(*(w.stop() for w in self.workloads.values()))
+            await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
+            if self.etcd is not None:
+                await self.etcd.stop()
+            if self.node_env is not None:
+                await self.node_env.remove_network()
+            if self._own_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     async def __aenter__(self) -> LocalEnvironment:
         try:
@@ -250,7 +285,48 @@ class LocalEnvironment:
                 events.append(json.loads(line))
         return events
 
+    def node_cluster(self, name: str) -> nodes.NodeCluster:
+        """The Nodes of cluster ``name`` (``EnvironmentConfig.nodes``).
+
+        Load images into them, stop and start kubelets, list them.
+        """
+        if self.node_env is None or name not in self.node_env.clusters:
+            raise KeyError(f"cluster {name!r} has no Nodes that run containers "
+                           "(EnvironmentConfig.nodes)")
+        return self.node_env.clusters[name]
+
     # --- internals -------------------------------------------------------
+
+    def _node_environment(self, settings: nodes.NodeSettings,
+                          names: Sequence[str]) -> nodes.NodeEnvironment:
+        if self.is_karmada and settings.control_plane_nodes:
+            raise ValueError("the Karmada control plane runs no Nodes (control_plane_nodes=0)")
+        return nodes.NodeEnvironment(
+            settings, {name: index for index, name in enumerate(names)},
+            {name: settings.count(name, name == CONTROL_PLANE) for name in names},
+            self.workdir, self.workdir / "logs", self.config.kubernetes_version)
+
+    def _kwok_members(self) -> list[str]:
+        """The members kwok's Nodes are for (those without real Nodes)."""
+        return [m for m in self.config.members
+                if self.node_env is None or not self.node_env.has_nodes(m)]
+
+    async def _start_nodes(self, node_env: nodes.NodeEnvironment) -> None:
+        names = list(node_env.wanted)
+        contexts = {}
+        for name in names:
+            context = self.servers[name].credentials().ssl_context()
+            assert isinstance(context, ssl.SSLContext)
+            contexts[name] = context
+        clients = {name: self.client(name) for name in names}
+        try:
+            await node_env.start(
+                {name: (self.servers[name].url, self.servers[name].directory,
+                        self.servers[name].kubeconfig) for name in names},
+                self.ca, self.workdir / "ca.crt", contexts, clients, self.config.start_timeout)
+        finally:
+            for api in clients.values():
+                await api.close()
 
     async def _start_karmada(self, binaries: bins.KarmadaBinaries) -> None:
         """Karmada's CRDs, its aggregated apiserver and APIService (not its controllers)."""
@@ -276,7 +352,7 @@ class LocalEnvironment:
         settings = self.config.workloads
         assert settings is not None
         names = [CONTROL_PLANE, *self.config.members]
-        for member in self.config.members:
+        for member in self._kwok_members():
             server = self.servers[member]
             runner = workloads.MemberWorkloads(
                 member, names.index(member), settings, parts, server.directory / "workloads",
@@ -291,7 +367,7 @@ class LocalEnvironment:
                 assert isinstance(context, ssl.SSLContext)
                 await self.workloads[member].wait_ready(api, context, self.config.start_timeout)
 
-        await asyncio.gather(*(ready(m) for m in self.config.members))
+        await asyncio.gather(*(ready(m) for m in self._kwok_members()))
 
     async def _start_etcd(self) -> None:
         assert self.binaries is not None
@@ -330,9 +406,13 @@ class LocalEnvironment:
         directory = self.workdir / name
         directory.mkdir(parents=True, exist_ok=True)
         port = free_port(host)
+        node_env = self.node_env
+        with_nodes = node_env is not None and node_env.has_nodes(name)
+        ips = [host, "10.96.0.1"] if node_env is None else node_env.serving_ips(name)
         serving = self.ca.serving(
-            f"{name}-apiserver", [host, "10.96.0.1"],
-            ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            f"{name}-apiserver", ips,
+            ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             f"kubernetes.default.svc.{nodes.CLUSTER_DOMAIN}"],
         )
         tls_cert, tls_key = serving.write(directory, "serving")
         admin_cert, admin_key = self.ca.client("clusterhealth-admin", "system:masters").write(
@@ -346,7 +426,7 @@ class LocalEnvironment:
             f'{token},clusterhealth-karmada,clusterhealth-karmada,"system:masters"\n'
         )
         ca_file = self.workdir / "ca.crt"
-        _write_kubeconfig(directory / "admin.kubeconfig", name, f"https://{host}:{port}",
+        pki.write_kubeconfig(directory / "admin.kubeconfig", name, f"https://{host}:{port}",
                           ca_file, admin_cert, admin_key)
         argv = [
             str(self.binaries.kube_apiserver),
@@ -363,14 +443,18 @@ class LocalEnvironment:
             f"--service-account-signing-key-file={directory / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--api-audiences=https://kubernetes.default.svc",
-            "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
             "--profiling=false",
             f"--cert-dir={directory / 'certs'}",
             "--v=0",
         ]
+        if node_env is not None and with_nodes:
+            argv += node_env.apiserver_flags(name, directory, self.ca)
+        else:
+            # No Pods run here, so none needs a service-account token mounted.
+            services = "10.96.0.0/16" if node_env is None else node_env.service_range(name)
+            argv += ["--authorization-mode=RBAC", f"--service-cluster-ip-range={services}",
+                     "--disable-admission-plugins=ServiceAccount"]
         if name == CONTROL_PLANE and self._front_proxy is not None:
             argv += self._front_proxy.apiserver_flags()  # karmada-apiserver's aggregation
         if self.config.audit:
@@ -444,20 +528,3 @@ async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> N
                 return
         await asyncio.sleep(0.1)
     raise StartError(f"CRD {name} not established after {timeout}s")
-
-
-def _write_kubeconfig(
-    path: pathlib.Path, name: str, server: str, ca: pathlib.Path,
-    cert: pathlib.Path, key: pathlib.Path,
-) -> None:
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server,
-                                                 "certificate-authority": str(ca)}}],
-        "users": [{"name": f"{name}-admin", "user": {"client-certificate": str(cert),
-                                                     "client-key": str(key)}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
-        "current-context": name,
-    }
-    path.write_text(yaml.safe_dump(document, sort_keys=False))

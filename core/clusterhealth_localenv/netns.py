@@ -7,7 +7,10 @@ itself, joined to the root namespace by a veth pair (``198.18.<n>.1`` on
 this side, ``198.18.<n>.2`` inside): traffic to it never leaves the machine.
 The addresses come from 198.18.0.0/15, which RFC 2544 reserves for testing
 network equipment: no real network uses it, unlike the private 10/8 that a
-machine's own network may route.  Needs root and iproute2.
+machine's own network may route.  Test hosts keep ``198.18.128.0/17``
+(``n`` in :data:`INDEXES`): the Nodes of :mod:`.nodenet` use
+``198.18.64.0/18``, pod networks (:mod:`.podnet`) ``198.19.0.0/16``.  Needs
+root and iproute2.
 """
 
 from __future__ import annotations
@@ -16,18 +19,34 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
+INDEXES = range(128, 255)
+"""A test host's ``n``: 198.18.128.0/17, apart from the Nodes' and the pod networks' ranges."""
+
 
 class NetnsError(RuntimeError):
     """A namespace could not be made; the message says why."""
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    ip = shutil.which("ip") or "/usr/sbin/ip"
-    proc = subprocess.run([ip, *args], capture_output=True, text=True, check=False)
+def ip(*args: str, check: bool = True, error: type[Exception] = NetnsError,
+       what: str = "test hosts") -> str:
+    """Run ``ip`` and return its output; when it fails (``check``), ``error`` says why.
+
+    ``what`` names what needs it in the message (it needs root and iproute2).
+    """
+    binary = shutil.which("ip") or "/usr/sbin/ip"
+    try:
+        proc = subprocess.run([binary, *args], capture_output=True, text=True, check=False,
+                              timeout=30)
+    except OSError as exc:
+        raise error(f"ip {' '.join(args)}: {exc} (install iproute2)") from exc
     if check and proc.returncode != 0:
-        raise NetnsError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
-                         "(test hosts need root and iproute2)")
-    return proc
+        raise error(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+                    f"({what} need root and iproute2)")
+    return proc.stdout
+
+
+def _ip(*args: str, check: bool = True) -> str:
+    return ip(*args, check=check)
 
 
 def join(namespace: str, host_link: str, ns_link: str, host_address: str,
@@ -50,8 +69,8 @@ class TestHost:
     """One namespace ``ch-<name>`` reachable at :attr:`address`."""
 
     def __init__(self, name: str, index: int) -> None:
-        if not 1 <= index <= 254:
-            raise ValueError("index must be 1..254")
+        if index not in INDEXES:
+            raise ValueError(f"index must be {INDEXES.start}..{INDEXES.stop - 1}")
         self.namespace = f"ch-{name}"
         self.index = index
         self.host_link = f"chh{index}"

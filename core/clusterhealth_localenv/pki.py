@@ -6,7 +6,8 @@ SANs, since members are addressed by IP) and an admin client certificate in
 In Karmada mode a second CA, the front-proxy CA, signs the control plane's
 aggregation proxy client certificate (:class:`clusterhealth_localenv.karmada.FrontProxy`).
 :class:`SecretVolume` publishes a pair as kubelet mounts a ``kubernetes.io/tls``
-Secret, so that tests rotate certificates the way a pod sees it.
+Secret, so that tests rotate certificates the way a pod sees it;
+:func:`write_kubeconfig` writes a client certificate's kubeconfig.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ipaddress
 import os
 import pathlib
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -172,3 +174,21 @@ class SecretVolume:
         for name in ("tls.crt", "tls.key"):
             if not (self.root / name).is_symlink():
                 os.symlink(f"..data/{name}", self.root / name)
+
+
+def write_kubeconfig(
+    path: pathlib.Path, name: str, server: str, ca: pathlib.Path,
+    cert: pathlib.Path, key: pathlib.Path,
+) -> None:
+    """A kubeconfig for ``server`` trusting ``ca``, authenticating with a client certificate."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server,
+                                                 "certificate-authority": str(ca)}}],
+        "users": [{"name": f"{name}-admin", "user": {"client-certificate": str(cert),
+                                                     "client-key": str(key)}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(document, sort_keys=False))

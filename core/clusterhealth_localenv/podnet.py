@@ -31,12 +31,10 @@ import contextlib
 import ctypes
 import os
 import pathlib
-import shutil
 import socket
-import subprocess
 import threading
 
-from clusterhealth_localenv import netns
+from clusterhealth_localenv import netns, processes
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = pathlib.Path("/var/run/netns")
@@ -53,26 +51,7 @@ class PodNetworkError(RuntimeError):
 
 
 def _ip(*args: str, check: bool = True) -> str:
-    ip = shutil.which("ip") or "/usr/sbin/ip"
-    try:
-        proc = subprocess.run([ip, *args], capture_output=True, text=True, check=False,
-                              timeout=30)
-    except OSError as exc:
-        raise PodNetworkError(f"ip {' '.join(args)}: {exc} (install iproute2)") from exc
-    if check and proc.returncode != 0:
-        raise PodNetworkError(f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
-                              "(the pod network needs root and iproute2)")
-    return proc.stdout
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return netns.ip(*args, check=check, error=PodNetworkError, what="pod networks")
 
 
 class PodNetwork:
@@ -167,7 +146,8 @@ def sweep() -> list[str]:
     with contextlib.suppress(OSError):
         for entry in NETNS_DIR.iterdir():
             owner = entry.name.removeprefix(PREFIX)
-            if entry.name.startswith(PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            if entry.name.startswith(PREFIX) and owner.isdigit() \
+                    and not processes.alive(int(owner)):
                 PodNetwork(BLOCKS.start, int(owner)).destroy()
                 removed.append(entry.name)
     return removed

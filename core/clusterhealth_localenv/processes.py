@@ -52,6 +52,17 @@ def http_ok(url: str, context: ssl.SSLContext | None) -> bool:
         return False
 
 
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def die_with_parent() -> None:
     """``preexec_fn`` for children that must not outlive this process."""
     with contextlib.suppress(OSError, AttributeError):

@@ -64,6 +64,53 @@ class WorkloadSettings:
     docstring)."""
 
 
+KCM_CONTROLLERS = ("*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
+                   "-persistentvolume-binder,-attachdetach,-bootstrapsigner,-tokencleaner")
+"""What a member's controller manager runs: everything but what needs a cloud, volumes or
+Pod ranges it would hand out itself (each Node's range is its own, see :mod:`.nodes`)."""
+
+
+def controller_processes(
+    member: str, host: str, parts: bins.WorkloadBinaries, directory: pathlib.Path,
+    kubeconfig: pathlib.Path, ca: pki.CertificateAuthority, logs: pathlib.Path,
+    controller_manager_flags: Sequence[str] = (),
+) -> list[tuple[processes.ManagedProcess, str]]:
+    """A member's ``kube-controller-manager`` and ``kube-scheduler`` (not started).
+
+    Each serves its health on ``host`` with a certificate of ``ca`` written to
+    ``directory``; returned with the ``/healthz`` URL to wait for.  ``directory`` is a
+    subfolder of the member's API server folder (which holds the service-account signing
+    key ``sa.key``), itself in the environment's folder (which holds ``ca.crt``).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    sa_key = directory.parent / "sa.key"  # the API server's signing key
+    made = []
+    for name, binary, extra in (
+        ("kube-controller-manager", parts.kube_controller_manager, [
+            f"--service-account-private-key-file={sa_key}",
+            f"--root-ca-file={directory.parent.parent / 'ca.crt'}",
+            f"--controllers={KCM_CONTROLLERS}",
+            "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+            "--kube-api-qps=200", "--kube-api-burst=400", *controller_manager_flags,
+        ]),
+        ("kube-scheduler", parts.kube_scheduler, [
+            "--kube-api-qps=200", "--kube-api-burst=400",
+        ]),
+    ):
+        cert, key = ca.serving(f"{member}-{name}", [host], ["localhost"]).write(directory, name)
+        port = processes.free_port(host)
+        argv = [str(binary), f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--bind-address={host}", f"--secure-port={port}",
+                f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+                "--leader-elect=false", "--profiling=false", "--v=1", *extra]
+        process = processes.ManagedProcess(f"{name}[{member}]", argv,
+                                           logs / f"{member}-{name}.log")
+        made.append((process, f"https://{host}:{port}/healthz"))
+    return made
+
+
 def node_object(name: str, settings: WorkloadSettings, address: str) -> dict[str, Any]:
     """A Node kwok will manage, with the settings' capacity."""
     capacity = {"cpu": settings.node_cpu, "memory": settings.node_memory,
@@ -124,33 +171,11 @@ class MemberWorkloads:
     def prepare(self) -> None:
         """Write certificates and make the three processes (not started)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        sa_key = self.directory.parent / "sa.key"  # the API server's signing key
-        for name, binary, extra in (
-            ("kube-controller-manager", self.parts.kube_controller_manager, [
-                f"--service-account-private-key-file={sa_key}",
-                f"--root-ca-file={self.directory.parent.parent / 'ca.crt'}",
-                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
-                "-persistentvolume-binder,-attachdetach,-bootstrapsigner,-tokencleaner",
-                "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
-                "--kube-api-qps=200", "--kube-api-burst=400",
-            ]),
-            ("kube-scheduler", self.parts.kube_scheduler, [
-                "--kube-api-qps=200", "--kube-api-burst=400",
-            ]),
-        ):
-            cert, key = self.ca.serving(f"{self.member}-{name}", [self.host], [
-                "localhost"]).write(self.directory, name)
-            port = processes.free_port(self.host)
-            argv = [str(binary), f"--kubeconfig={self.kubeconfig}",
-                    f"--authentication-kubeconfig={self.kubeconfig}",
-                    f"--authorization-kubeconfig={self.kubeconfig}",
-                    f"--bind-address={self.host}", f"--secure-port={port}",
-                    f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
-                    "--leader-elect=false", "--profiling=false", "--v=1", *extra]
-            process = processes.ManagedProcess(f"{name}[{self.member}]", argv,
-                                               self.logs / f"{self.member}-{name}.log")
+        for process, url in controller_processes(
+                self.member, self.host, self.parts, self.directory, self.kubeconfig, self.ca,
+                self.logs):
             self.children.append(process)
-            self.health.append((process, f"https://{self.host}:{port}/healthz"))
+            self.health.append((process, url))
         kwok_port = processes.free_port(self.host)
         kwok = processes.ManagedProcess(f"kwok[{self.member}]", [
             str(self.parts.kwok), f"--kubeconfig={self.kubeconfig}", f"--config={STAGES}",
@@ -221,7 +246,10 @@ async def wait_nodes_ready(api: kube.ApiClient, names: Sequence[str], timeout: f
                 raise processes.StartError(
                     f"{process.name} exited ({process.exit_code()}):\n{process.log_tail()}")
         for name in sorted(waiting):
-            node = await api.get(resources.NODES, name)
+            try:
+                node = await api.get(resources.NODES, name)
+            except errors.NotFound:  # a kubelet that has not registered its Node yet
+                continue
             ready = [c for c in (node.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Ready"]
             if ready and ready[0].get("status") == "True":

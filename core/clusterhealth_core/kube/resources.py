@@ -63,6 +63,10 @@ ENDPOINT_SLICES = Resource(
 )
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole",
+                         namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                                 "ClusterRoleBinding", namespaced=False)
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
     namespaced=False,

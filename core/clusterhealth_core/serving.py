@@ -356,11 +356,11 @@ class HealthServer:
         self._heading[writer] = None
         try:
             async with asyncio.timeout(self.limits.request_timeout):
-                head = await self._read_in_time(reader, writer)
+                request = await self._read_in_time(reader, writer)
                 if writer not in self._heading:
                     return  # closed to let a newer connection in: nothing to answer
                 self._heading.pop(writer)
-                await self._serve_one(writer, head)
+                await self._serve_one(writer, request)
                 writer.close()  # TLS: close_notify, then wait for the client's
                 await writer.wait_closed()
         except (OSError, TimeoutError):
@@ -387,12 +387,12 @@ class HealthServer:
             raise
 
     async def _serve_one(self, writer: asyncio.StreamWriter,
-                         head: tuple[str, urllib.parse.SplitResult] | _Reject) -> None:
+                         request: tuple[str, urllib.parse.SplitResult] | _Reject) -> None:
         method = "GET"
         try:
-            if isinstance(head, _Reject):
-                raise head
-            method, target = head
+            if isinstance(request, _Reject):
+                raise request
+            method, target = request
             try:
                 status, content_type, body = self.respond(method, target.path, target.query)
             except Exception:  # a broken collector: answer, log, keep serving

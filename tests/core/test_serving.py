@@ -288,7 +288,7 @@ async def test_a_new_connection_takes_the_place_of_one_still_waiting_for_its_hea
 
 async def test_excess_connections_are_closed_at_once_when_every_one_is_being_answered() -> None:
     registry = prometheus_client.CollectorRegistry()
-    registry.register(_Big())  # type: ignore[arg-type]
+    registry.register(_Big())
     async with running(registry=registry, limits=serving.Limits(max_connections=2)) as server:
         port = server.bound_port
         busy = []

@@ -4,7 +4,9 @@
   ``karmada.io/managed=true`` (the execution and status controllers watch
   member objects by it) and the annotations naming its Work.
 * ``Applied`` on the Work: True/``AppliedSuccessful`` with Karmada's
-  message, or False/``AppliedFailed`` with the member's error.  A kind the
+  message, or False/``AppliedFailed`` with the member's error, cut to
+  :data:`APPLIED_MESSAGE_LIMIT` characters saying so (Karmada keeps it whole,
+  up to the API's 32,768).  A kind the
   member does not serve fails the whole Work before anything is applied.
 * A member object is deleted with its Work only when it is that Work's (its
   annotations name the Work), so a Work never deletes what another made.
@@ -22,11 +24,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_core.api import meta
 
 APPLIED = "Applied"
 APPLIED_SUCCESSFUL = "AppliedSuccessful"
 APPLIED_FAILED = "AppliedFailed"
 APPLIED_MESSAGE = "Manifest has been successfully applied"
+APPLIED_MESSAGE_LIMIT = 4096
+"""Characters of a failed ``Applied`` message at most: a member's error (a webhook's, a
+long validation list) is read by people and copied into the binding's status."""
 
 BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "uid", "creationTimestamp")
 
@@ -81,7 +87,7 @@ def applied_condition(ok: bool, message: str, generation: int | None,
     condition: dict[str, Any] = {
         "type": APPLIED, "status": "True" if ok else "False",
         "reason": APPLIED_SUCCESSFUL if ok else APPLIED_FAILED,
-        "message": APPLIED_MESSAGE if ok else message[:32768],
+        "message": APPLIED_MESSAGE if ok else meta.bound_message(message, APPLIED_MESSAGE_LIMIT),
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if generation is not None:
         condition["observedGeneration"] = generation

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane.binding import decision as binding
-from clusterhealth_core.api import meta
+from clusterhealth_core import text
 
 APPLIED = "Applied"
 APPLIED_SUCCESSFUL = "AppliedSuccessful"
@@ -87,7 +87,7 @@ def applied_condition(ok: bool, message: str, generation: int | None,
     condition: dict[str, Any] = {
         "type": APPLIED, "status": "True" if ok else "False",
         "reason": APPLIED_SUCCESSFUL if ok else APPLIED_FAILED,
-        "message": APPLIED_MESSAGE if ok else meta.bound_message(message, APPLIED_MESSAGE_LIMIT),
+        "message": APPLIED_MESSAGE if ok else text.bound_message(message, APPLIED_MESSAGE_LIMIT),
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if generation is not None:
         condition["observedGeneration"] = generation

@@ -31,7 +31,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clusterhealth_core.api import meta
+from clusterhealth_core import text
 
 APPLIED = "Applied"
 FULLY_APPLIED = "FullyApplied"
@@ -146,7 +146,7 @@ def aggregated_item(cluster: str, work: Mapping[str, Any],
     applied = _condition(work, APPLIED)
     item["applied"] = bool(applied and applied.get("status") == "True")
     if applied is not None and not item["applied"] and applied.get("message"):
-        item["appliedMessage"] = meta.bound_message(str(applied["message"]), limit)
+        item["appliedMessage"] = text.bound_message(str(applied["message"]), limit)
     item["health"] = str(entries[0].get("health") or UNKNOWN) if entries else UNKNOWN
     return item
 

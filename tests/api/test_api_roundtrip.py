@@ -303,7 +303,7 @@ def test_size_bounds_are_the_servers_a_lenient_decode_takes_what_is_stored() -> 
     assert spec.cluster_affinity is not None
     assert len(spec.cluster_affinity.cluster_names) == cluster.MAX_CLUSTER_NAMES + 1
     with pytest.raises(wire.ValidationError,
-                       match="spec.clusterAffinity.clusterNames: must have at most 1024"):
+                       match=r"spec\.clusterAffinity\.clusterNames: must have at most 1024"):
         remedy.Remedy.from_dict({"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
                                  "metadata": {"name": "r"}, "spec": body}, strict=True)
     long_name = {"clusterAffinity": {"clusterNames": ["m" * 300]}}

@@ -21,11 +21,24 @@ server on asyncio streams, made safe to expose on a pod network:
   theirs, nothing restarts.  A pair that does not load (half-rotated,
   mismatched) is logged and the previous certificate stays in use.
 - **Bounded** (:class:`Limits`).  At most ``max_connections`` connections at
-  once; an excess connection is closed at once, without a response (cheap and
-  bounded; Prometheus and kubelet simply try again at their next period).  The
-  request line plus headers may take ``max_header_bytes`` (431 beyond).  The
-  whole connection — TLS handshake, request, response — has one deadline,
-  ``request_timeout``; a client too slow for it is disconnected.
+  once.  The request line plus headers may take ``max_header_bytes`` (431
+  beyond) and must arrive, TLS handshake included, within ``header_timeout``
+  (2 s: kubelet and Prometheus send theirs at once); a client slower than that
+  is disconnected without an answer.  The whole connection — handshake,
+  request, response — has one deadline, ``request_timeout``.
+- **Slow clients cannot starve the probes.**  Clients that connect and
+  trickle a header byte now and then (slowloris) hold a slot for at most
+  ``header_timeout``.  And when a new connection arrives while
+  ``max_connections`` are open, the client address holding the most
+  connections gives one up: its connection that has waited longest for its
+  request head is closed and the newcomer takes the slot, unless the
+  newcomer's own address holds as many (then the newcomer is closed at once,
+  without a response; so is it when none of that address's connections is
+  still waiting for its head).  kubelet probes from the node's address and
+  Prometheus scrapes from its pod's, one connection at a time, so a few slow
+  clients, however many connections each opens and however fast they come
+  back, never keep them out; a flood from more addresses than there are
+  slots can (Prometheus and kubelet then try again at their next period).
 - **One request per connection.**  Every response says ``Connection: close``;
   Prometheus and kubelet work the same with or without keep-alive, and a
   connection never outlives its request.  Only ``GET`` and ``HEAD`` are
@@ -38,6 +51,7 @@ is a set of named checks so that ``/readyz?verbose`` says which one fails.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import errno
@@ -93,6 +107,8 @@ class Limits:
     """Request line plus headers; more gets 431."""
     request_timeout: float = 10.0
     """Deadline for a whole connection: TLS handshake, request and response."""
+    header_timeout: float = 2.0
+    """Deadline for the TLS handshake, request line and headers, from the accept."""
 
 
 def load_tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -227,12 +243,20 @@ class HealthServer:
         self.limits = limits or Limits()
         self.clock = clock or clocks.Clock()
         self.rejected = 0
-        """Connections closed at once because ``max_connections`` were open."""
+        """Connections closed at once because ``max_connections`` were open and busy."""
+        self.evicted = 0
+        """Connections still waiting for their request head, closed to let a new one in."""
+        self.slow = 0
+        """Connections closed because their request head took over ``header_timeout``."""
         self._liveness: dict[str, Check] = {}
         self._readiness: dict[str, Check] = {}
         self._servers: list[asyncio.Server] = []
         self._certificates: CertificateReloader | None = None
-        self._active = 0
+        self._open: dict[asyncio.StreamWriter, str] = {}
+        """Open connections and their client's address."""
+        self._heading: dict[asyncio.StreamWriter, None] = {}
+        """Connections still reading their request head, the longest waiting first."""
+        self._per_address: collections.Counter[str] = collections.Counter()
         self._rejects_logged: float | None = None
 
     def add_liveness(self, name: str, check: Check) -> None:
@@ -260,7 +284,7 @@ class HealthServer:
     @property
     def active_connections(self) -> int:
         """Connections being served now."""
-        return self._active
+        return len(self._open)
 
     async def start(self) -> None:
         """Start listening (raises :class:`TLSError` or ``OSError`` when it cannot)."""
@@ -286,40 +310,89 @@ class HealthServer:
         for server in servers:
             await server.wait_closed()
 
-    def _reject_connection(self) -> None:
-        self.rejected += 1
+    def _log_pressure(self) -> None:
         now = self.clock.monotonic()
         if self._rejects_logged is None or now - self._rejects_logged >= _REJECT_LOG_PERIOD:
             self._rejects_logged = now
-            log.warning("%d connections open (the limit): closing new ones (%d so far)",
-                        self._active, self.rejected)
+            log.warning("%d connections open (the limit): %d waiting for a request head were "
+                        "closed for new ones, %d new ones closed at once (busy), %d closed for "
+                        "taking over %.1fs to send a request head, so far", len(self._open),
+                        self.evicted, self.rejected, self.slow, self.limits.header_timeout)
+
+    def _make_room(self, address: str) -> bool:
+        """Free a slot for a new connection from ``address`` (False: close the newcomer)."""
+        if len(self._open) < self.limits.max_connections:
+            return True
+        busiest = max(self._per_address, key=lambda a: self._per_address[a])
+        victim = None
+        if self._per_address[address] < self._per_address[busiest]:
+            victim = next((w for w in self._heading if self._open[w] == busiest), None)
+        if victim is None:
+            self.rejected += 1
+            self._log_pressure()
+            return False
+        self._forget(victim)
+        self.evicted += 1
+        self._log_pressure()
+        victim.transport.abort()
+        return True
+
+    def _forget(self, writer: asyncio.StreamWriter) -> None:
+        address = self._open.pop(writer, None)
+        self._heading.pop(writer, None)
+        if address is not None:
+            self._per_address[address] -= 1
+            if not self._per_address[address]:
+                del self._per_address[address]
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._active >= self.limits.max_connections:
-            self._reject_connection()
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self._make_room(address):
             writer.transport.abort()
             return
-        self._active += 1
+        self._open[writer] = address
+        self._per_address[address] += 1
+        self._heading[writer] = None
         try:
             async with asyncio.timeout(self.limits.request_timeout):
-                if self._certificates is not None:
-                    # first thing, before any await: nothing is read from the plain socket
-                    await writer.start_tls(self._certificates.context())
-                await self._serve_one(reader, writer)
+                request = await self._read_in_time(reader, writer)
+                if writer not in self._heading:
+                    return  # closed to let a newer connection in: nothing to answer
+                self._heading.pop(writer)
+                await self._serve_one(writer, request)
                 writer.close()  # TLS: close_notify, then wait for the client's
                 await writer.wait_closed()
         except (OSError, TimeoutError):
             pass  # the client went away, was too slow, or spoke no TLS: nothing to answer
         finally:
+            self._forget(writer)
             with contextlib.suppress(Exception):
                 writer.transport.abort()  # at once, whatever state it is in
-            self._active -= 1
 
-    async def _serve_one(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
+    async def _read_in_time(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            ) -> tuple[str, urllib.parse.SplitResult] | _Reject:
+        """TLS handshake and request head within ``header_timeout`` (a rejection to answer)."""
+        try:
+            async with asyncio.timeout(self.limits.header_timeout):
+                if self._certificates is not None:
+                    # first thing, before any await: nothing is read from the plain socket
+                    await writer.start_tls(self._certificates.context())
+                try:
+                    return await self._read_head(reader)
+                except _Reject as reject:
+                    return reject
+        except TimeoutError:
+            self.slow += 1
+            raise
+
+    async def _serve_one(self, writer: asyncio.StreamWriter,
+                         request: tuple[str, urllib.parse.SplitResult] | _Reject) -> None:
         method = "GET"
         try:
-            method, target = await self._read_head(reader)
+            if isinstance(request, _Reject):
+                raise request
+            method, target = request
             try:
                 status, content_type, body = self.respond(method, target.path, target.query)
             except Exception:  # a broken collector: answer, log, keep serving

@@ -5,6 +5,11 @@ control plane at 127.0.0.1 and one member per loopback address 127.0.1.N, so
 members are addressed by IP as the agent demands.  The control plane gets the
 clusterhealth CRDs, and for every member a ``Cluster`` whose ``secretRef``
 Secret holds a CA bundle and a token for that member (Karmada's Secret shape).
+Each member also gets the MCI provider's read-only identity, as
+``charts/mci-provider`` ``target=member`` makes it (a ServiceAccount that may
+read Services and EndpointSlices), and the control plane a Secret with its
+token for each member in :data:`MCI_CREDENTIALS_NAMESPACE`: the credentials
+the provider reads members with by default.
 
 With ``EnvironmentConfig(control_plane="karmada")`` the control plane is a
 Karmada API made of Karmada's own parts (:mod:`clusterhealth_localenv.karmada`):
@@ -59,6 +64,21 @@ _AUDIT_POLICY = {
     "rules": [{"level": "Metadata"}],
 }
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
+MCI_CREDENTIALS_NAMESPACE = "clusterhealth-mci-credentials"
+"""Where the MCI provider's own member Secrets are (one per Cluster, named like it)."""
+MCI_READER = ("clusterhealth-system", "clusterhealth-mci-provider")
+"""Namespace and name of the MCI provider's read-only ServiceAccount in every member."""
+MCI_READER_RULES = (
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+     "verbs": ["get", "list", "watch"]},
+)
+"""What that identity may do (the chart's member ClusterRole; a chart test compares them)."""
+_TOKEN_SECONDS = 7 * 24 * 3600
+_RBAC = "rbac.authorization.k8s.io"
+_CLUSTER_ROLES = resources.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False)
+_CLUSTER_ROLE_BINDINGS = resources.Resource(_RBAC, "v1", "clusterrolebindings",
+                                            "ClusterRoleBinding", False)
 ETCD_PREFIX = "/clusterhealth"
 """Every API server of the environment keeps its objects under ``/clusterhealth/<name>``."""
 
@@ -517,6 +537,47 @@ class LocalEnvironment:
                 }
                 with contextlib.suppress(errors.Conflict):
                     await api.create(resources.CLUSTERS, cluster)
+            await _create_namespace(api, MCI_CREDENTIALS_NAMESPACE)
+            tokens = await asyncio.gather(*(self._mci_reader(name)
+                                            for name in self.config.members))
+            for name, token in zip(self.config.members, tokens, strict=True):
+                with contextlib.suppress(errors.Conflict):
+                    await api.create(resources.SECRETS, {
+                        "metadata": {"name": name, "namespace": MCI_CREDENTIALS_NAMESPACE},
+                        "type": "Opaque",
+                        "data": {"caBundle": base64.b64encode(self.ca.cert_pem).decode(),
+                                 "token": base64.b64encode(token.encode()).decode()}})
+
+    async def _mci_reader(self, member: str) -> str:
+        """Make the MCI provider's read-only identity in ``member``; a token of it."""
+        namespace, name = MCI_READER
+        async with self.client(member) as api:
+            await _create_namespace(api, namespace)
+            objects: list[tuple[resources.Resource, dict[str, Any]]] = [
+                (resources.SERVICE_ACCOUNTS, {"metadata": {"name": name,
+                                                           "namespace": namespace}}),
+                (_CLUSTER_ROLES, {"metadata": {"name": name}, "rules": list(MCI_READER_RULES)}),
+                (_CLUSTER_ROLE_BINDINGS, {
+                    "metadata": {"name": name},
+                    "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": name},
+                    "subjects": [{"kind": "ServiceAccount", "name": name,
+                                  "namespace": namespace}]}),
+            ]
+            for resource, body in objects:
+                with contextlib.suppress(errors.Conflict):
+                    await api.create(resource, body)
+            answer = await api.request(
+                "POST", resources.SERVICE_ACCOUNTS.path(name, namespace=namespace,
+                                                        subresource="token"),
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                      "spec": {"audiences": ["https://kubernetes.default.svc"],
+                               "expirationSeconds": _TOKEN_SECONDS}})
+        return str(answer["status"]["token"])
+
+
+async def _create_namespace(api: kube.ApiClient, name: str) -> None:
+    with contextlib.suppress(errors.Conflict):
+        await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
 
 
 async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> None:

@@ -10,7 +10,7 @@ from clusterhealth_core import clock as clocks
 from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_mci import controller, metrics
+from clusterhealth_mci import controller, members, metrics
 from clusterhealth_mci import settings as mci_settings
 from clusterhealth_mci.providers import base, fake
 from clusterhealth_mci.providers.haproxy import config as haproxy_config
@@ -44,8 +44,24 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> ba
                                             monitor_interval=settings.haproxy_monitor_interval)
 
 
+def log_member_credentials(settings: mci_settings.MCISettings) -> None:
+    """Say once, at start, whose credentials will read the members."""
+    if settings.member_credentials == members.READONLY:
+        log.info("member clusters are read with the provider's own read-only credentials: the "
+                 "Secret named like each Cluster in %s (the Clusters' own secretRef is never "
+                 "read)", settings.member_secret_namespace)
+    else:
+        log.warning("member clusters are read with each Cluster's own spec.secretRef "
+                    "credentials in %s (--member-credentials=cluster), which may do far more "
+                    "than read Services and EndpointSlices (karmadactl join's may do anything); "
+                    "the default, --member-credentials=readonly, reads them with a read-only "
+                    "identity of the provider's own (docs/operations.md)",
+                    settings.cluster_secret_namespace)
+
+
 async def serve(settings: mci_settings.MCISettings) -> None:
     """Run until SIGTERM/SIGINT."""
+    log_member_credentials(settings)
     registry = prometheus_client.CollectorRegistry()
     clock = clocks.Clock()
     mci_metrics = metrics.MCIMetrics(registry)
@@ -60,6 +76,8 @@ async def serve(settings: mci_settings.MCISettings) -> None:
             fail_open=settings.fail_open,
             workers=settings.workers,
             resync_period=settings.resync_period,
+            member_credentials=settings.member_credentials,
+            member_secret_namespace=settings.member_secret_namespace,
             cluster_secret_namespace=settings.cluster_secret_namespace,
             drain_timeout=settings.drain_timeout,
         )

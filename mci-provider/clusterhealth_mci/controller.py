@@ -63,6 +63,14 @@ INVALID_SPEC = "InvalidSpec"
 ROUTE_CONFLICT = "RouteConflict"
 CAPACITY_EXCEEDED = "CapacityExceeded"
 PORT_NOT_FOUND = "PortNotFound"
+MEMBER_NOT_WATCHED = "MemberNotWatched"
+"""The Event reason on a Cluster whose member the provider cannot watch (e.g. no
+credentials of its own there)."""
+MISSING_READONLY_HINT = (
+    ": the MCI provider reads members with a read-only identity of its own; create that "
+    "Secret (caBundle, token) from the identity `helm install ... --set target=member` made "
+    "in the member (charts/mci-provider/README.md, 'Member clusters'), or run with "
+    "--member-credentials=cluster to use the Cluster's own credentials")
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
 PORT_STATUS = "loadBalancer.ingress.ports"
 """The ports of ``status.loadBalancer.ingress[]``, left out where a port needs an ``error``."""
@@ -94,8 +102,14 @@ class ControllerSettings:
     fail_open: bool = True
     workers: int = 2
     resync_period: float = 300.0
+    member_credentials: str = members.READONLY
+    """Whose credentials read the members (:data:`clusterhealth_mci.members.MODES`)."""
+    member_secret_namespace: str = "clusterhealth-mci-credentials"
+    """Read-only mode: the only namespace whose Secrets are read and watched (one per
+    Cluster, named like it: the provider's own read-only credentials)."""
     cluster_secret_namespace: str = "karmada-cluster"
-    """The only namespace whose Secrets (the Clusters' credentials) are read and watched."""
+    """Cluster mode: the only namespace whose Secrets (the Clusters' ``secretRef``) are read
+    and watched."""
     drain_timeout: float = 30.0
     """The provider's drain timeout: slots freed by a deleted MCI are free after it."""
     member_load_timeout: float = 10.0
@@ -129,15 +143,18 @@ class MCIController:
         self.recorder = term.recorder
         self.mcis = term.informers.informer(resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_fields)
+        self.readonly = settings.member_credentials == members.READONLY
+        secret_namespace = (settings.member_secret_namespace if self.readonly
+                            else settings.cluster_secret_namespace)
         self.secrets = term.informers.informer(
-            resources.SECRETS, namespace=settings.cluster_secret_namespace,
-            transform=secret_fields)
+            resources.SECRETS, namespace=secret_namespace, transform=secret_fields)
         self.pool = pool_members.MemberClients(term.api, secrets=self.secrets,
                                                user_agent="clusterhealth-mci")
         self.members = members.MemberCaches(
-            self.pool, self._clusters_by_name, self._member_changed, clock=self.clock,
-            settings=term.informers.settings,
-            secret_namespace=settings.cluster_secret_namespace)
+            self.pool, self._member_clusters, self._member_changed, clock=self.clock,
+            settings=term.informers.settings, secret_namespace=secret_namespace,
+            on_problem=self._member_problem,
+            missing_secret_hint=(MISSING_READONLY_HINT if self.readonly else ""))
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
         self.controller = runtime.Controller(
             CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=self.clock,
@@ -164,6 +181,21 @@ class MCIController:
 
     def _clusters_by_name(self) -> dict[str, Mapping[str, Any]]:
         return {str(c["metadata"]["name"]): c for c in self.clusters.store.values()}
+
+    def _member_clusters(self) -> dict[str, Mapping[str, Any]]:
+        """The Clusters as the member clients are built from them (see ``members``)."""
+        if not self.readonly:
+            return self._clusters_by_name()
+        namespace = self.settings.member_secret_namespace
+        return {str(c["metadata"]["name"]): members.readonly_view(c, namespace)
+                for c in self.clusters.store.values()}
+
+    def _member_problem(self, name: str, problem: str) -> None:
+        found = self.clusters.store.get(name)
+        if found is not None:
+            self.recorder.record({"apiVersion": resources.CLUSTERS.api_version,
+                                  "kind": resources.CLUSTERS.kind, **found},
+                                 "Warning", MEMBER_NOT_WATCHED, problem)
 
     # --- handlers -------------------------------------------------------------------------
 

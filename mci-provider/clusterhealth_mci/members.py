@@ -2,7 +2,7 @@
 
 For each ``Cluster`` of the control plane, the member's client comes from
 the core's pool (:class:`clusterhealth_core.members.MemberClients`: built
-from ``spec.apiEndpoint``, the ``secretRef`` Secret, TLS settings and
+from ``spec.apiEndpoint``, a credentials Secret, TLS settings and
 ``spec.proxyURL``/``proxyHeader``), and a :class:`MemberCache` keeps
 informers on that member's Services and EndpointSlices (one
 :class:`~clusterhealth_core.kube.informer.InformerFactory` per member
@@ -23,6 +23,19 @@ Endpoints come from the member's EndpointSlices (ready endpoints, the port
 whose name matches the Service port): the load balancer reaches pods
 directly, so it needs routable pod IPs (flat network, or pods reachable from
 the load balancer).
+
+**Whose credentials** (:data:`MODES`).  By default (:data:`READONLY`) the
+provider reads members with an identity of its own that may only read
+Services and EndpointSlices (``charts/mci-provider`` ``target=member``
+creates it in each member): the Secret named like the Cluster in the
+provider's credentials namespace (Karmada's shape: ``caBundle``, ``token``)
+stands in for the Cluster's ``spec.secretRef``, which is never read.  A
+Cluster without such a Secret is not watched: the log and a Warning Event on
+the Cluster say which Secret to create, and nothing falls back to the
+Cluster's own credentials (which, as ``karmadactl join`` makes them, may do
+anything in the member: reading them at all is what this mode avoids).
+:data:`CLUSTER` uses each Cluster's ``spec.secretRef``, as Karmada's
+controllers do.
 """
 
 from __future__ import annotations
@@ -44,11 +57,30 @@ log = logging.getLogger(__name__)
 ChangeHandler = Callable[[str, str, str], None]
 """``handler(cluster, namespace, service_name)`` after a Service or its endpoints changed;
 ``handler(cluster, "", "")`` when everything known about the cluster may have changed."""
+ProblemHandler = Callable[[str, str], None]
+"""``handler(cluster, problem)`` when a cluster cannot be watched, for a new reason."""
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 RETRY = retry.Backoff(initial=1.0, factor=2.0, maximum=60.0, jitter=0.2, attempts=1_000_000)
 """How often a member whose client cannot be built is tried again."""
 
 DEFAULT_SETTINGS = informer.InformerSettings()
+
+READONLY = "readonly"
+"""Credentials of the provider's own read-only identity, one Secret per Cluster."""
+CLUSTER = "cluster"
+"""Each Cluster's own ``spec.secretRef`` credentials (Karmada's controllers' way)."""
+MODES = (READONLY, CLUSTER)
+
+
+def readonly_view(cluster: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """The Cluster as the client pool sees it in :data:`READONLY` mode.
+
+    Its ``spec.secretRef`` is replaced by the Secret named like the Cluster in
+    ``namespace``; the endpoint, TLS and proxy settings stay the Cluster's.
+    """
+    spec = dict(cluster.get("spec") or {})
+    spec["secretRef"] = {"namespace": namespace, "name": str(cluster["metadata"]["name"])}
+    return {**cluster, "spec": spec}
 
 service_fields = informer.keep_fields("spec.ports")
 """What the controller reads of a member's Service: its ports."""
@@ -180,6 +212,8 @@ class MemberCaches:
         settings: informer.InformerSettings = DEFAULT_SETTINGS,
         secret_namespace: str | None = None,
         backoff: retry.Backoff = RETRY,
+        on_problem: ProblemHandler | None = None,
+        missing_secret_hint: str = "",
     ) -> None:
         self.pool = pool
         self.clusters = clusters
@@ -188,6 +222,9 @@ class MemberCaches:
         self.settings = settings
         self.secret_namespace = secret_namespace
         self.backoff = backoff
+        self.on_problem = on_problem
+        self.missing_secret_hint = missing_secret_hint
+        """Appended to the problem of a Cluster whose credentials Secret does not exist."""
         self.active: dict[str, MemberCache] = {}
         self.problems: dict[str, str] = {}
         """Cluster -> why the controller cannot watch it (no client could be built)."""
@@ -260,6 +297,10 @@ class MemberCaches:
             problem = (f"cluster {name}: its Secret {access.secret_key} is outside "
                        f"{self.secret_namespace}, the only namespace this controller reads "
                        "credentials from (--cluster-secret-namespace)")
+        elif (access is not None and self.pool.secrets is not None and self.pool.secrets.synced
+              and access.secret_key not in self.pool.secrets.store):
+            problem = (f"cluster {name}: not watched, the Secret {access.secret_key} does not "
+                       f"exist{self.missing_secret_hint}")
         if cluster is None or problem is not None:
             await self._drop(name)
             if problem is not None:
@@ -333,6 +374,8 @@ class MemberCaches:
     def _report(self, name: str, problem: str) -> None:
         if self.problems.get(name) != problem:
             log.warning("%s", problem)
+            if self.on_problem is not None:
+                self.on_problem(name, problem)
         self.problems[name] = problem
 
     def _failed(self, name: str, problem: str) -> None:

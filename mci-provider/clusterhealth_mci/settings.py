@@ -17,6 +17,8 @@ from clusterhealth_core.kube import config
 ENV_PREFIX = "CLUSTERHEALTH_MCI"
 DEFAULT_LEASE = "clusterhealth-mci-provider"
 PROVIDERS = ("haproxy", "fake")
+MEMBER_CREDENTIALS = ("readonly", "cluster")
+"""``--member-credentials`` (the modes of :mod:`clusterhealth_mci.members`, its ``MODES``)."""
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -42,6 +44,8 @@ class MCISettings:
     """Standby replicas program their own load balancer too (one HAProxy per replica)."""
     resync_period: float
     workers: int
+    member_credentials: str
+    member_secret_namespace: str
     cluster_secret_namespace: str
     bind_address: str
     healthz_port: int
@@ -112,9 +116,19 @@ def parser() -> settings.FlagParser:
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="re-check the load balancer and every MCI this often")
     p.add_argument("--workers", type=_bounded(1, 64), default=2, help="concurrent reconciles")
+    p.add_argument("--member-credentials", choices=MEMBER_CREDENTIALS,
+                   default=MEMBER_CREDENTIALS[0],
+                   help="whose credentials read the members' Services and EndpointSlices: "
+                        "readonly, the provider's own read-only identity (a Secret named like "
+                        "each Cluster in --member-secret-namespace); cluster, each Cluster's "
+                        "spec.secretRef (in Karmada's joins, the member's administrator)")
+    p.add_argument("--member-secret-namespace", type=_namespace,
+                   default="clusterhealth-mci-credentials",
+                   help="readonly: the namespace of the provider's own member Secrets; the "
+                        "only one whose Secrets are read and watched")
     p.add_argument("--cluster-secret-namespace", type=_namespace, default="karmada-cluster",
-                   help="the namespace of the Clusters' credential Secrets (spec.secretRef); "
-                        "the only one whose Secrets are read and watched")
+                   help="cluster: the namespace of the Clusters' credential Secrets "
+                        "(spec.secretRef); the only one whose Secrets are read and watched")
     settings.add_serving_flags(p, 10360)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
     return p
@@ -151,6 +165,8 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         standby_programs=args.standby_programs,
         resync_period=args.resync_period,
         workers=args.workers,
+        member_credentials=args.member_credentials,
+        member_secret_namespace=args.member_secret_namespace,
         cluster_secret_namespace=args.cluster_secret_namespace,
         bind_address=args.bind_address,
         healthz_port=args.healthz_port,

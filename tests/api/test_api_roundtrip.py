@@ -291,3 +291,22 @@ def test_raw_objects_are_kept_as_is_and_not_shared() -> None:
     assert spec.to_dict()["workload"]["manifests"][0]["x"] == [1, 2.5, None]
     with pytest.raises(meta.ValidationError, match=r"^workload\.manifests\[0\]: must be an object"):
         work.WorkSpec.from_dict({"workload": {"manifests": ["kind: ConfigMap"]}})
+
+
+def test_size_bounds_are_the_servers_a_lenient_decode_takes_what_is_stored() -> None:
+    """Karmada's CRDs set no maxItems on a Remedy's clusterNames: what such a server stored
+    is read whole (the controllers decode leniently); strict decoding refuses as ours does."""
+    names = [f"m{i}" for i in range(cluster.MAX_CLUSTER_NAMES + 1)]
+    body = {"clusterAffinity": {"clusterNames": names}, "actions": ["TrafficControl"],
+            "decisionMatches": []}
+    spec = remedy.RemedySpec.from_dict(body)
+    assert spec.cluster_affinity is not None
+    assert len(spec.cluster_affinity.cluster_names) == cluster.MAX_CLUSTER_NAMES + 1
+    with pytest.raises(wire.ValidationError,
+                       match=r"spec\.clusterAffinity\.clusterNames: must have at most 1024"):
+        remedy.Remedy.from_dict({"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
+                                 "metadata": {"name": "r"}, "spec": body}, strict=True)
+    long_name = {"clusterAffinity": {"clusterNames": ["m" * 300]}}
+    assert remedy.RemedySpec.from_dict(long_name).cluster_affinity is not None
+    with pytest.raises(wire.ValidationError, match="must be at most 253 characters"):
+        remedy.RemedySpec.from_dict(long_name, strict=True)

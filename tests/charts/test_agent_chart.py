@@ -107,7 +107,7 @@ def test_member_defaults_render_valid_manifests(render: Render) -> None:
     documents = render(MEMBER)
     assert _kinds(documents) == sorted([
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-        "Service", "DaemonSet",
+        "Service", "DaemonSet", "NetworkPolicy",
     ])
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)

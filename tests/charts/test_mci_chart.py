@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from clusterhealth_core import settings as core_settings
-from clusterhealth_localenv import binaries
+from clusterhealth_localenv import binaries, environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "mci-provider"
@@ -146,8 +146,8 @@ def test_chart_depends_on_the_crds_chart_by_file() -> None:
 
 def test_there_are_ci_values() -> None:
     assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
-                         "karmada-rbac-values.yaml", "member-values.yaml",
-                         "sidecar-values.yaml"]
+                         "karmada-rbac-values.yaml", "member-subject-values.yaml",
+                         "member-values.yaml", "sidecar-values.yaml"]
 
 
 @pytest.mark.parametrize("values_file", [None, *CI_VALUES])
@@ -175,7 +175,8 @@ def test_defaults_render_valid_manifests(render: Render) -> None:
     documents = render()
     assert _kinds(documents) == sorted([
         "ServiceAccount", *CONTROL_PLANE_KINDS, "Service", "Deployment",
-        "PodDisruptionBudget", "ConfigMap", "Service",  # the HAProxy sidecar's (the default)
+        "PodDisruptionBudget", "NetworkPolicy",
+        "ConfigMap", "Service",  # the HAProxy sidecar's (the default)
     ])
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
@@ -235,6 +236,8 @@ def test_deployment_args(render: Render) -> None:
         "--fail-open=true",
         "--resync-period=5m",
         "--workers=2",
+        "--member-credentials=readonly",
+        "--member-secret-namespace=clusterhealth-mci-credentials",
         "--cluster-secret-namespace=karmada-cluster",
         "--healthz-port=10360",
         "--leader-elect=true",
@@ -253,6 +256,7 @@ def test_deployment_args_follow_values(render: Render) -> None:
                     "drainTimeout": "2m", "monitorInterval": "750ms", "sidecar": OWN},
         "failOpen": False, "resyncPeriod": "90s", "workers": 8,
         "clusterSecretNamespace": "member-credentials",
+        "memberCredentials": {"mode": "cluster", "namespace": "mci-readers"},
         "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40.5s",
                            "retryPeriod": "500ms"},
         "extraArgs": ["--bind-address=127.0.0.1", "--context=karmada"],
@@ -262,6 +266,7 @@ def test_deployment_args_follow_values(render: Render) -> None:
                      "--haproxy-servers-per-slot=1024", "--drain-timeout=2m",
                      "--haproxy-monitor-interval=750ms",
                      "--cluster-secret-namespace=member-credentials", "--fail-open=false",
+                     "--member-credentials=cluster", "--member-secret-namespace=mci-readers",
                      "--resync-period=90s", "--workers=8",
                      "--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40.5s",
                      "--leader-elect-retry-period=500ms"):
@@ -306,6 +311,8 @@ def test_values_defaults_are_the_controller_defaults() -> None:
     assert core_settings.duration(values["haproxy"]["monitorInterval"]) == \
         defaults.haproxy_monitor_interval
     assert values["clusterSecretNamespace"] == defaults.cluster_secret_namespace
+    assert values["memberCredentials"] == {"mode": defaults.member_credentials,
+                                           "namespace": defaults.member_secret_namespace}
     assert values["failOpen"] is defaults.fail_open
     assert core_settings.duration(values["resyncPeriod"]) == defaults.resync_period
     assert values["workers"] == defaults.workers
@@ -737,7 +744,8 @@ def test_schema_is_draft_07_and_closed() -> None:
     assert set(values) <= set(schema["properties"])
     # every object of values.yaml is closed too (but the free-form Kubernetes ones)
     free_form = {"resources", "nodeSelector", "affinity", "podSecurityContext",
-                 "securityContext", "socketVolume", "labels", "annotations", "global"}
+                 "securityContext", "socketVolume", "labels", "annotations", "global",
+                 "podSelector"}
 
     def closed(node: dict[str, Any], value: Any, where: str) -> None:
         if not isinstance(value, dict) or where.rsplit("/", 1)[-1] in free_form:
@@ -772,7 +780,7 @@ def _granted(documents: list[Manifest]) -> set[Grant]:
             for resource in rule["resources"] for verb in rule["verbs"]}
 
 
-def _expected_grants(secret_namespace: str = "karmada-cluster", lease: str = RELEASE,
+def _expected_grants(secret_namespace: str = "clusterhealth-mci-credentials", lease: str = RELEASE,
                      namespace: str = NAMESPACE) -> set[Grant]:
     read = ("get", "list", "watch")
     return {
@@ -807,12 +815,21 @@ def _assert_no_broad_grants(documents: list[Manifest]) -> None:
             ["leases"], ["multiclusteringresses/status"]), where
 
 
-@pytest.mark.parametrize("secret_namespace", ["karmada-cluster", NAMESPACE, "member-secrets"])
-def test_rbac_is_exactly_least_privilege(render: Render, secret_namespace: str) -> None:
-    documents = render({"clusterSecretNamespace": secret_namespace})
+@pytest.mark.parametrize(("values", "secret_namespace"), [
+    ({}, "clusterhealth-mci-credentials"),  # its own read-only member credentials only
+    ({"memberCredentials": {"mode": "readonly", "namespace": "readers"},
+      "clusterSecretNamespace": "ignored"}, "readers"),
+    ({"memberCredentials": {"mode": "cluster", "namespace": "ignored"}}, "karmada-cluster"),
+    ({"memberCredentials": {"mode": "cluster", "namespace": "ignored"},
+      "clusterSecretNamespace": NAMESPACE}, NAMESPACE),
+])
+def test_rbac_is_exactly_least_privilege(render: Render, values: dict[str, Any],
+                                         secret_namespace: str) -> None:
+    documents = render(values)
     _assert_no_broad_grants(documents)
     assert _granted(documents) == _expected_grants(secret_namespace)
-    # Secrets only through the Role in clusterSecretNamespace, never cluster-wide
+    # Secrets only through the Role in one namespace, never cluster-wide; by default not
+    # where the Clusters' own (read-write) credentials are
     for kind, namespace, _, rule in _rules(documents):
         if "secrets" in rule["resources"]:
             assert (kind, namespace) == ("Role", secret_namespace)
@@ -841,8 +858,14 @@ def test_rbac_binds_the_deployment_service_account(render: Render) -> None:
     args = _container(documents)["args"]
     assert f"--leader-elect-resource-name={lease_role['rules'][1]['resourceNames'][0]}" in args
     assert f"--leader-elect-resource-namespace={lease_role['metadata']['namespace']}" in args
-    secrets_role = _one(documents, "Role", f"{RELEASE}-cluster-secrets")
+    secrets_role = _one(documents, "Role", f"{RELEASE}-member-credentials")
+    assert secrets_role["metadata"]["namespace"] == "clusterhealth-mci-credentials"
+    assert f"--member-secret-namespace={secrets_role['metadata']['namespace']}" in args
+    cluster_mode = render({"memberCredentials": {"mode": "cluster",
+                                                 "namespace": "clusterhealth-mci-credentials"}})
+    secrets_role = _one(cluster_mode, "Role", f"{RELEASE}-cluster-secrets")
     assert secrets_role["metadata"]["namespace"] == "karmada-cluster"
+    assert "--member-credentials=cluster" in _container(cluster_mode)["args"]
 
 
 # --- target=member: the member-side RBAC only ------------------------------------------
@@ -854,21 +877,29 @@ MEMBER_RULES = [
 ]
 
 
-def test_member_target_renders_only_its_rbac(render: Render) -> None:
+def test_member_target_renders_only_its_read_only_identity(render: Render) -> None:
     documents = render({**MEMBER, "replicas": 1, "serviceMonitor": {"enabled": True},
                         "ingressClass": {"default": True},
                         "haproxy": {"sidecar": {"enabled": True}}})
-    assert _kinds(documents) == ["ClusterRole", "ClusterRoleBinding"]
+    assert _kinds(documents) == ["ClusterRole", "ClusterRoleBinding", "Secret",
+                                 "ServiceAccount"]
     _validate(documents)
     _assert_no_broad_grants(documents)
     role = _one(documents, "ClusterRole", RELEASE)
     assert role["rules"] == MEMBER_RULES
+    # the local environment gives every member the same identity (its MCI tests use it)
+    assert list(environment.MCI_READER_RULES) == MEMBER_RULES
+    account = _one(documents, "ServiceAccount", RELEASE)
+    assert account["metadata"]["namespace"] == NAMESPACE
+    assert account["automountServiceAccountToken"] is False
+    token = _one(documents, "Secret", f"{RELEASE}-token")
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"] == {"kubernetes.io/service-account.name": RELEASE}
     binding = _one(documents, "ClusterRoleBinding", RELEASE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
                                   "kind": "ClusterRole", "name": RELEASE}
-    assert binding["subjects"] == [{"kind": "ServiceAccount",
-                                    "name": "clusterhealth-mci-provider",
-                                    "namespace": "karmada-cluster"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE,
+                                    "namespace": NAMESPACE}]
     # and no CRDs in a member
     assert _crd_names(render(MEMBER, include_crds=True)) == []
 
@@ -884,8 +915,10 @@ def test_member_target_renders_only_its_rbac(render: Render) -> None:
 ])
 def test_member_subject(render: Render, subject: dict[str, str],
                         expected: dict[str, str]) -> None:
-    documents = render({**MEMBER, "member": {"subject": subject}})
+    documents = render({**MEMBER, "member": {"serviceAccount": {"create": False},
+                                             "subject": subject}})
     assert _one(documents, "ClusterRoleBinding")["subjects"] == [expected]
+    assert _kinds(documents) == ["ClusterRole", "ClusterRoleBinding"]
 
 
 @pytest.mark.parametrize(("subject", "message"), [
@@ -895,7 +928,8 @@ def test_member_subject(render: Render, subject: dict[str, str],
 ])
 def test_member_subject_must_be_complete(render_error: Callable[..., str],
                                          subject: dict[str, str], message: str) -> None:
-    assert message in render_error({**MEMBER, "member": {"subject": subject}})
+    assert message in render_error({**MEMBER, "member": {"serviceAccount": {"create": False},
+                                                         "subject": subject}})
 
 
 def test_member_target_refuses_the_crds(render_error: Callable[..., str]) -> None:
@@ -942,7 +976,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
     assert pod["automountServiceAccountToken"] is False
     assert _one(documents, "ServiceAccount")["automountServiceAccountToken"] is False
     assert _kinds(documents) == sorted(["ServiceAccount", "Service", "Deployment",
-                                        "PodDisruptionBudget"])
+                                        "PodDisruptionBudget", "NetworkPolicy"])
     assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
     _validate(documents)
 

@@ -132,6 +132,7 @@ def test_defaults_render_valid_manifests(render: Render) -> None:
     documents = render()
     assert _kinds(documents) == sorted([
         "ServiceAccount", *RBAC_KINDS, "Service", "Deployment", "PodDisruptionBudget",
+        "NetworkPolicy",
     ])
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
@@ -486,7 +487,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
     assert pod["automountServiceAccountToken"] is False
     assert _one(documents, "ServiceAccount")["automountServiceAccountToken"] is False
     assert _kinds(documents) == sorted(["ServiceAccount", "Service", "Deployment",
-                                        "PodDisruptionBudget"])
+                                        "PodDisruptionBudget", "NetworkPolicy"])
     assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)

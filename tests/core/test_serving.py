@@ -15,6 +15,7 @@ from typing import Any
 import prometheus_client
 import pytest
 from cryptography import x509
+from prometheus_client import metrics_core
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import runner, serving, settings
@@ -243,28 +244,142 @@ async def test_headers_are_capped() -> None:
         assert (await exchange("127.0.0.1", port, long_target))[0] == 431
 
 
-async def test_excess_connections_are_closed_at_once() -> None:
+class _Big:
+    """A collector whose exposition (12 MB) is larger than the socket buffers: answering
+    it blocks while the client does not read."""
+
+    def collect(self) -> Any:
+        yield metrics_core.GaugeMetricFamily("big", "pad " * 3_000_000, value=1)
+
+
+SLOW_CLIENT = ("127.0.0.2", 0)
+"""Where the slow clients connect from (the prompt ones from 127.0.0.1)."""
+
+
+async def test_a_new_connection_takes_the_place_of_one_still_waiting_for_its_head() -> None:
     async with running(limits=serving.Limits(max_connections=2)) as server:
         port = server.bound_port
-        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        held = [await asyncio.open_connection("127.0.0.1", port, local_addr=SLOW_CLIENT)
+                for _ in range(2)]
         await eventually(lambda: server.active_connections == 2)
+        # another one from the same address is closed at once: it holds as many as any
+        async with asyncio.timeout(10):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                           local_addr=SLOW_CLIENT)
+            writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+            with contextlib.suppress(ConnectionResetError):
+                assert await reader.read() == b""
+            writer.close()
+        assert (server.rejected, server.evicted) == (1, 0)
+        # one from another address is answered; the oldest silent connection is closed for it
+        assert (await get("127.0.0.1", port, "/healthz"))[0] == 200
+        assert (server.rejected, server.evicted) == (1, 1)
+        async with asyncio.timeout(10):
+            with contextlib.suppress(ConnectionResetError):
+                assert await held[0][0].read() == b""
+        # the other one is still served
+        held[1][1].write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        async with asyncio.timeout(10):
+            assert parse(await held[1][0].read())[0] == 200
+        for _, writer in held:
+            writer.close()
+        await eventually(lambda: server.active_connections == 0)
+
+
+async def test_excess_connections_are_closed_at_once_when_every_one_is_being_answered() -> None:
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(_Big())
+    async with running(registry=registry, limits=serving.Limits(max_connections=2)) as server:
+        port = server.bound_port
+        busy = []
+        for _ in range(2):  # each asks for /metrics and never reads: its answer is stuck
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+            busy.append((reader, writer))
+        await eventually(lambda: server.active_connections == 2 and not server._heading)
         async with asyncio.timeout(10):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
             with contextlib.suppress(ConnectionResetError):
                 assert await reader.read() == b""  # closed without a response
             writer.close()
-        assert server.rejected == 1
-        # a held connection is still served, and its slot is then free again
-        held_reader, held_writer = held[0]
-        held_writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
-        async with asyncio.timeout(10):
-            assert parse(await held_reader.read())[0] == 200
-        await eventually(lambda: server.active_connections == 1)
-        assert (await get("127.0.0.1", port, "/healthz"))[0] == 200
-        for _, writer in held:
-            writer.close()
+        assert server.rejected == 1 and server.evicted == 0
+        for _, writer in busy:
+            writer.transport.abort()
         await eventually(lambda: server.active_connections == 0)
+        assert (await get("127.0.0.1", port, "/healthz"))[0] == 200
+
+
+async def _slowloris(port: int, stop: asyncio.Event, dropped: list[float]) -> None:
+    """Connect (from :data:`SLOW_CLIENT`), send a request line, then a header byte every
+    0.2 s; when dropped, connect again at once."""
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                           local_addr=SLOW_CLIENT)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        started = asyncio.get_running_loop().time()
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            while not stop.is_set() and not reader.at_eof():
+                writer.write(b"a")
+                await writer.drain()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        if await reader.read(1) == b"":
+                            break
+            else:
+                continue
+            dropped.append(asyncio.get_running_loop().time() - started)
+        except OSError:
+            dropped.append(asyncio.get_running_loop().time() - started)
+        finally:
+            writer.transport.abort()
+
+
+async def test_slow_clients_cannot_starve_the_probes() -> None:
+    """Slowloris: three times more connections than slots, each trickling a header byte and
+    coming back at once when dropped; a prompt client from another address (kubelet's probe,
+    from the node) is still answered at once, every time, and the slow ones are dropped."""
+    limits = serving.Limits(max_connections=4, header_timeout=0.5, request_timeout=30)
+    async with running(limits=limits) as server:
+        port = server.bound_port
+        stop = asyncio.Event()
+        dropped: list[float] = []
+        slow = [asyncio.create_task(_slowloris(port, stop, dropped)) for _ in range(12)]
+        try:
+            await eventually(lambda: server.active_connections == 4)
+            answered = []
+            for _ in range(15):
+                async with asyncio.timeout(2):  # a kubelet probe's patience, generously
+                    answered.append((await get("127.0.0.1", port, "/healthz"))[0])
+                await asyncio.sleep(0.1)
+            assert answered == [200] * 15
+            await eventually(lambda: len(dropped) >= 12)
+        finally:
+            stop.set()
+            await asyncio.gather(*slow)
+        # every slow connection was closed by the server, long before the request deadline
+        assert max(dropped) < limits.request_timeout / 3
+        assert server.slow + server.evicted >= 12
+        await eventually(lambda: server.active_connections == 0)
+
+
+async def test_a_lone_slow_client_is_dropped_after_the_header_timeout() -> None:
+    limits = serving.Limits(header_timeout=0.5, request_timeout=30)
+    async with running(limits=limits) as server:
+        stop = asyncio.Event()
+        dropped: list[float] = []
+        task = asyncio.create_task(_slowloris(server.bound_port, stop, dropped))
+        try:
+            await eventually(lambda: bool(dropped))
+        finally:
+            stop.set()
+            await task
+        assert server.slow >= 1 and server.evicted == 0
+        assert 0.4 < dropped[0] < limits.request_timeout / 3
 
 
 async def test_a_silent_client_is_disconnected_and_frees_its_slot() -> None:

@@ -203,9 +203,12 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
     env: environment.LocalEnvironment, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     """A wrong token (401) first; the Secret is fixed: the pool rebuilds the member's client,
-    its listener restarts the watches, and the Cluster locates the Service."""
-    namespace = environment.CLUSTER_SECRET_NAMESPACE
+    its listener restarts the watches, and the Cluster locates the Service.  The Secret is
+    the provider's own (read-only credentials, named like the Cluster)."""
+    namespace = environment.MCI_CREDENTIALS_NAMESPACE
     member = env.servers["member1"]
+    reader = await cp.get(resources.SECRETS, "member1", namespace=namespace)
+    reader_token = base64.b64decode(reader["data"]["token"]).decode()
     cluster, service, name = k.unique("rotated"), k.unique("rot"), k.unique("rot")
 
     def secret(token: str) -> dict[str, Any]:
@@ -217,7 +220,8 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
         "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
         "metadata": {"name": cluster},
         "spec": {"apiEndpoint": member.url, "syncMode": "Push",
-                 "secretRef": {"namespace": namespace, "name": cluster}}})
+                 "secretRef": {"namespace": environment.CLUSTER_SECRET_NAMESPACE,
+                               "name": "member1"}}})
     await k.make_service(members["member1"], service, [("10.1.0.40", 8080)])
     provider = fake.FakeProvider(immediate_drain=True)
     try:
@@ -236,7 +240,7 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
             await asyncio.sleep(3)
             assert 1 <= refused.count(cluster) <= 6
             first = run.controller.pool.peek(cluster)
-            await cp.patch(resources.SECRETS, cluster, {"data": secret(member.token)},
+            await cp.patch(resources.SECRETS, cluster, {"data": secret(reader_token)},
                            namespace=namespace)
             await k.eventually(lambda: located(sorted([cluster, "member1"])))
             assert run.controller.members.active[cluster].api is not first

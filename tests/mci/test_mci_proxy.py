@@ -24,7 +24,8 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, processes, proxy
 
-NAMESPACE = environment.CLUSTER_SECRET_NAMESPACE
+NAMESPACE = environment.MCI_CREDENTIALS_NAMESPACE
+"""The provider's own (read-only) member credentials, one Secret named like each Cluster."""
 
 
 @pytest.fixture
@@ -49,10 +50,11 @@ async def test_member_behind_a_connect_proxy(
     member = env.servers["member2"]
     target = f"{member.host}:{member.port}"
     cluster, service, name = k.unique("via-proxy"), k.unique("behind"), k.unique("proxied")
+    reader = await cp.get(resources.SECRETS, "member2", namespace=NAMESPACE)
     await cp.create(resources.SECRETS, {
         "metadata": {"name": cluster, "namespace": NAMESPACE}, "type": "Opaque",
         "data": {"caBundle": base64.b64encode(env.ca.cert_pem).decode(),
-                 "token": base64.b64encode(member.token.encode()).decode()}})
+                 "token": reader["data"]["token"]}})
     await k.make_service(members["member2"], service, [("10.2.0.30", 8080)])
     with proxy.TinyProxy(tmp_path / "proxy", basic_auth=("karmada", "s3cret")) as tiny:
         header = tiny.proxy_authorization
@@ -61,7 +63,8 @@ async def test_member_behind_a_connect_proxy(
             "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
             "metadata": {"name": cluster},
             "spec": {"apiEndpoint": member.url, "syncMode": "Push", "proxyURL": tiny.url,
-                     "secretRef": {"namespace": NAMESPACE, "name": cluster}}})
+                     "secretRef": {"namespace": environment.CLUSTER_SECRET_NAMESPACE,
+                                   "name": "member2"}}})
         try:
             await cp.create(resources.MULTI_CLUSTER_INGRESSES,
                             k.mci_body(name, service, "proxied.example"))

@@ -1,7 +1,8 @@
 """Statuses the API server accepts however large the input, and no hot loop when it refuses.
 
 A Remedy naming 3,000 clusters once produced a ``ClustersResolved`` message
-over the API server's 32 KiB limit: the whole status was rejected (422) and
+over the API server's 32 KiB limit (the CRD now takes at most 1,024 names, which
+still make a message over it): the whole status was rejected (422) and
 retried for ever.  Messages are bounded now; and a 422 on one of our own
 status writes (provoked here by a ValidatingAdmissionPolicy, which answers
 422 Invalid) is reported once and not retried until the object changes.
@@ -18,7 +19,7 @@ import pytest
 import remedykit as k
 
 from clusterhealth_core import status
-from clusterhealth_core.api import meta
+from clusterhealth_core.api import cluster, meta
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 
@@ -41,10 +42,11 @@ async def _condition(cp: kube.ApiClient, remedy: str, ctype: str) -> dict[str, A
     return next((c for c in st.get("conditions") or [] if c["type"] == ctype), None)
 
 
-async def test_remedy_naming_3000_missing_clusters_gets_a_bounded_status(
+async def test_remedy_naming_1024_missing_clusters_gets_a_bounded_status(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
-    prefix = k.unique("gone")  # 11 characters; names of ~20
-    names = [f"{prefix}-{i:08d}" for i in range(3000)]
+    prefix = k.unique("gone")  # 11 characters; names of 35
+    # as many as the CRD takes (cluster.MAX_CLUSTER_NAMES): still far over a message's size
+    names = [f"{prefix}-missing-member-{i:08d}" for i in range(cluster.MAX_CLUSTER_NAMES)]
     remedy = k.unique("many")
     await k.make_remedy(cp, remedy, names)
     cleanup["remedies"].append(remedy)
@@ -58,7 +60,7 @@ async def test_remedy_naming_3000_missing_clusters_gets_a_bounded_status(
     assert len(message) <= len("no Cluster named ") + meta.MESSAGE_BUDGET
     assert message.startswith(f"no Cluster named {names[0]}, {names[1]}")
     shown = len(message.split(" \u2026 ")[0].split(", "))
-    assert message.endswith(f"\u2026 and {3000 - shown} more")
+    assert message.endswith(f"\u2026 and {len(names) - shown} more")
     effective = await _condition(cp, remedy, "Effective")
     assert effective is not None and effective["status"] == "True"
 

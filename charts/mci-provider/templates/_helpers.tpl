@@ -41,6 +41,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if and (eq .Values.target "controlPlane") (or .Values.rbacOnly (not .Values.kubeconfigSecret.name)) -}}true{{- end -}}
 {{- end -}}
 
+{{/* The only namespace whose Secrets the controller reads: its own read-only member
+     credentials (memberCredentials.mode readonly), or the Clusters' secretRef (cluster). */}}
+{{- define "mci.secretNamespace" -}}
+{{- if eq .Values.memberCredentials.mode "readonly" -}}
+{{- .Values.memberCredentials.namespace -}}
+{{- else -}}
+{{- .Values.clusterSecretNamespace -}}
+{{- end -}}
+{{- end -}}
+
 {{/* True when haproxy.socket is a UNIX socket path (else host:port). */}}
 {{- define "mci.unixSocket" -}}
 {{- if hasPrefix "/" (include "mci.socketPath" .) -}}true{{- end -}}

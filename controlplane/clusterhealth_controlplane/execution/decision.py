@@ -4,7 +4,9 @@
   ``karmada.io/managed=true`` (the execution and status controllers watch
   member objects by it) and the annotations naming its Work.
 * ``Applied`` on the Work: True/``AppliedSuccessful`` with Karmada's
-  message, or False/``AppliedFailed`` with the member's error.  A kind the
+  message, or False/``AppliedFailed`` with the member's error, cut to
+  :data:`APPLIED_MESSAGE_LIMIT` characters saying so (Karmada keeps it whole,
+  up to the API's 32,768).  A kind the
   member does not serve fails the whole Work before anything is applied.
 * A member object that exists before the Work applies it, and that the Work did
   not create, is a conflict (Karmada's rule): with ``conflictResolution`` ``abort``
@@ -31,11 +33,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_core import text
 
 APPLIED = "Applied"
 APPLIED_SUCCESSFUL = "AppliedSuccessful"
 APPLIED_FAILED = "AppliedFailed"
 APPLIED_MESSAGE = "Manifest has been successfully applied"
+APPLIED_MESSAGE_LIMIT = 4096
+"""Characters of a failed ``Applied`` message at most: a member's error (a webhook's, a
+long validation list) is read by people and copied into the binding's status."""
 
 BOOKKEEPING = ("resourceVersion", "managedFields", "generation", "uid", "creationTimestamp")
 ADOPTED = "work.clusterhealth.io/adopted"
@@ -190,7 +196,7 @@ def applied_condition(ok: bool, message: str, generation: int | None,
     condition: dict[str, Any] = {
         "type": APPLIED, "status": "True" if ok else "False",
         "reason": APPLIED_SUCCESSFUL if ok else APPLIED_FAILED,
-        "message": APPLIED_MESSAGE if ok else message[:32768],
+        "message": APPLIED_MESSAGE if ok else text.bound_message(message, APPLIED_MESSAGE_LIMIT),
         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if generation is not None:
         condition["observedGeneration"] = generation

@@ -14,6 +14,12 @@ Karmada's default interpreter, as v1.18.2 does it:
   cluster, the reflected status, whether the Work is applied (its
   ``Applied`` condition) with the message when not, and the health.
   ``FullyApplied`` is True when every target cluster has an applied Work.
+  **Bounded**: one entry per cluster, always, but the messages share a budget
+  (:func:`message_limit`: 2,048 characters each, less when many clusters
+  fail, never under 128), and a longer one is cut saying so
+  (``… (cut from 32768 characters)``), so a binding whose every cluster
+  reports a long error stays far under etcd's 1.5 MiB per object.  Karmada
+  copies each message whole, and such a binding's status write then fails.
 * **Template status** (a Deployment's, in the control plane): the members'
   replica counts summed; ``observedGeneration`` becomes the template's
   generation once every member has observed the spec made from it.
@@ -24,6 +30,8 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from clusterhealth_core import text
 
 APPLIED = "Applied"
 FULLY_APPLIED = "FullyApplied"
@@ -36,6 +44,14 @@ TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
 UNKNOWN = "Unknown"
+
+APPLIED_MESSAGE_LIMIT = 2048
+"""Characters of one ``aggregatedStatus[].appliedMessage`` at most."""
+APPLIED_MESSAGES_BUDGET = 128 * 1024
+"""Characters the ``appliedMessage`` fields of one binding take at most (<= 512 KiB even in
+four-byte characters): past 64 failing clusters, each gets its share of it."""
+APPLIED_MESSAGE_FLOOR = 128
+"""Characters a message keeps however many clusters fail (the start of an error says most)."""
 
 DEPLOYMENT_COUNTS = ("replicas", "readyReplicas", "updatedReplicas", "availableReplicas",
                      "unavailableReplicas")
@@ -110,8 +126,18 @@ def _condition(work: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     return None
 
 
-def aggregated_item(cluster: str, work: Mapping[str, Any]) -> dict[str, Any]:
-    """One ``aggregatedStatus[]`` entry from the cluster's Work (its first manifest)."""
+def message_limit(entries: int) -> int:
+    """Characters each of ``entries`` applied messages may take (see the module docstring)."""
+    share = APPLIED_MESSAGES_BUDGET // max(entries, 1)
+    return max(APPLIED_MESSAGE_FLOOR, min(APPLIED_MESSAGE_LIMIT, share))
+
+
+def aggregated_item(cluster: str, work: Mapping[str, Any],
+                    limit: int = APPLIED_MESSAGE_LIMIT) -> dict[str, Any]:
+    """One ``aggregatedStatus[]`` entry from the cluster's Work (its first manifest).
+
+    The ``Applied`` message is cut to ``limit`` characters, saying so.
+    """
     item: dict[str, Any] = {"clusterName": cluster}
     entries = [e for e in (work.get("status") or {}).get("manifestStatuses") or []
                if (e.get("identifier") or {}).get("ordinal") == 0]
@@ -120,14 +146,21 @@ def aggregated_item(cluster: str, work: Mapping[str, Any]) -> dict[str, Any]:
     applied = _condition(work, APPLIED)
     item["applied"] = bool(applied and applied.get("status") == "True")
     if applied is not None and not item["applied"] and applied.get("message"):
-        item["appliedMessage"] = str(applied["message"])
+        item["appliedMessage"] = text.bound_message(str(applied["message"]), limit)
     item["health"] = str(entries[0].get("health") or UNKNOWN) if entries else UNKNOWN
     return item
 
 
 def aggregated_status(works: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``aggregatedStatus`` from the binding's Works, by cluster name."""
-    return [aggregated_item(cluster, works[cluster]) for cluster in sorted(works)]
+    """``aggregatedStatus`` from the binding's Works, by cluster name (messages bounded)."""
+    limit = message_limit(sum(1 for w in works.values() if _failed_with_message(w)))
+    return [aggregated_item(cluster, works[cluster], limit) for cluster in sorted(works)]
+
+
+def _failed_with_message(work: Mapping[str, Any]) -> bool:
+    applied = _condition(work, APPLIED)
+    return applied is not None and applied.get("status") != "True" \
+        and bool(applied.get("message"))
 
 
 def target_clusters(binding: Mapping[str, Any]) -> list[str]:

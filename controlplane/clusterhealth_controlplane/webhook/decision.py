@@ -55,10 +55,12 @@ UNCHANGED = "unchanged"
 IGNORED = "ignored"
 MALFORMED = "malformed"
 INVALID = "invalid"
-RESULTS = (MUTATED, UNCHANGED, IGNORED, MALFORMED, INVALID)
+TOO_LARGE = "too_large"
+RESULTS = (MUTATED, UNCHANGED, IGNORED, MALFORMED, INVALID, TOO_LARGE)
 """mutated: tolerations added; unchanged: the policy tolerates both keys already;
 ignored: not a policy CREATE/UPDATE; malformed: the policy's fields cannot be read
-(allowed, warned); invalid: not an AdmissionReview (HTTP 400)."""
+(allowed, warned); invalid: not an AdmissionReview (HTTP 400); too_large: a body over the
+size limit, never read (HTTP 413)."""
 
 
 class InvalidReview(ValueError):

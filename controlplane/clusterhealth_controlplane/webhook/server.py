@@ -9,7 +9,10 @@ The health server of :mod:`clusterhealth_core.serving` still serves ``/healthz``
 
 **One path**, :data:`PATH`, POST only (405 otherwise): an AdmissionReview in, an
 AdmissionReview out (:mod:`.decision`); a body that is not one gets 400 with the
-reason, a body over :attr:`WebhookServer.max_body_bytes` 413.
+reason. **The body is bounded**: one over :attr:`WebhookServer.max_body_bytes` gets 413
+and a message saying both sizes; when its ``Content-Length`` says so, before a byte of it
+is read, and a chunked one is dropped as soon as it passes the limit, so a large body
+costs at most the limit in memory.
 
 **The certificate rotates without a restart.** The cert and key are files (a Secret
 mounted in the pod; kubelet updates it by swapping a symlink, so both change at once).
@@ -131,19 +134,33 @@ class WebhookServer:
         except Exception:  # never fail a handshake over the check: keep what it has
             log.exception("cannot switch the connection to the current certificate")
 
+    def _too_large(self, size: int | None) -> web.Response:
+        self.metrics.count("", decision.TOO_LARGE)
+        if size is not None:
+            message = (f"the AdmissionReview of {size} bytes is over this webhook's limit of "
+                       f"{self.max_body_bytes} bytes; nothing of it was read")
+        else:
+            message = (f"the AdmissionReview is over this webhook's limit of "
+                       f"{self.max_body_bytes} bytes; it was read up to the limit and dropped")
+        log.warning("refused a request to %s: %s", PATH, message)
+        response = web.Response(status=413, text=f"{message}\n")
+        response.force_close()  # the rest of the body is not waited for
+        return response
+
     async def _review(self, request: web.Request) -> web.Response:
         started = self.clock.monotonic()
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return self._too_large(request.content_length)
         try:
             body = await request.read()
             answer, admission, outcome = decision.admit(body, self.defaults)
         except web.HTTPRequestEntityTooLarge:
-            self.metrics.requests.labels("", decision.INVALID).inc()
-            raise
+            return self._too_large(None)
         except decision.InvalidReview as exc:
-            self.metrics.requests.labels("", decision.INVALID).inc()
+            self.metrics.count("", decision.INVALID)
             log.warning("refused a request to %s that is no AdmissionReview: %s", PATH, exc)
             return web.Response(status=400, text=f"{exc}\n")
-        self.metrics.requests.labels(admission.kind, outcome.result).inc()
+        self.metrics.count(admission.kind, outcome.result)
         self.metrics.duration.observe(self.clock.monotonic() - started)
         if outcome.warnings:
             log.warning("%s %s: %s", admission.operation, admission.kind or "object",

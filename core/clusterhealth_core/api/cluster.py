@@ -26,6 +26,16 @@ INT32_MAX = 2**31 - 1
 Quantity = str | int
 """resource.Quantity on the wire: ``"16Gi"``, ``"500m"`` or a plain integer."""
 
+# Bounds of the lists of cluster names in the policy kinds (PropagationPolicy,
+# ClusterPropagationPolicy, ClusterTaintPolicy, Remedy), which Karmada's CRDs leave
+# unbounded: the API server refuses a longer list naming the field and the limit.
+MAX_CLUSTER_NAMES = 1024
+"""Names in one ``clusterNames``, ``exclude`` or ``staticWeightList`` (as many as an MCI's
+status lists)."""
+NAME_MAX_LENGTH = 253
+"""Characters of an object name (a DNS subdomain): a longer cluster name matches nothing."""
+"""resource.Quantity on the wire: ``"16Gi"``, ``"500m"`` or a plain integer."""
+
 
 class SyncMode(enum.StrEnum):
     """How the control plane talks to the member cluster."""

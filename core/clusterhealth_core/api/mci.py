@@ -26,6 +26,17 @@ MAX_CONDITIONS = 8
 MAX_LOAD_BALANCER_INGRESS = 16
 """``loadBalancer.ingress`` and each entry's ``ports``."""
 
+# Bounds of the spec (networking.k8s.io's Ingress and Karmada's CRD set none): an MCI
+# stays small enough to plan and program, and a longer list is refused by the API server.
+MAX_RULES = 1024
+"""``spec.rules`` (hosts)."""
+MAX_PATHS = 1024
+"""``spec.rules[].http.paths``."""
+MAX_TLS = 1024
+"""``spec.tls`` entries, and ``hosts`` in each."""
+HOST_MAX_LENGTH = 253
+"""Characters of a host name (a DNS name)."""
+
 
 class PathType(enum.StrEnum):
     """networking.k8s.io/v1 PathType."""
@@ -101,7 +112,8 @@ class IngressTLS(wire.Model):
     """TLS termination for some hosts."""
 
     hosts: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("hosts", list_type="atomic")
+        default=(), metadata=wire.json("hosts", list_type="atomic", max_items=MAX_TLS,
+                                       max_length=HOST_MAX_LENGTH)
     )
     secret_name: str | None = dataclasses.field(default=None, metadata=wire.json("secretName"))
 
@@ -130,7 +142,7 @@ class HTTPIngressRuleValue(wire.Model):
     """The HTTP paths of one rule."""
 
     paths: tuple[HTTPIngressPath, ...] = dataclasses.field(
-        metadata=wire.json("paths", list_type="atomic")
+        metadata=wire.json("paths", list_type="atomic", max_items=MAX_PATHS)
     )
 
 
@@ -138,7 +150,9 @@ class HTTPIngressRuleValue(wire.Model):
 class IngressRule(wire.Model):
     """Paths for one host (or for every host when ``host`` is absent)."""
 
-    host: str | None = dataclasses.field(default=None, metadata=wire.json("host"))
+    host: str | None = dataclasses.field(
+        default=None, metadata=wire.json("host", max_length=HOST_MAX_LENGTH)
+    )
     http: HTTPIngressRuleValue | None = dataclasses.field(default=None, metadata=wire.json("http"))
 
 
@@ -153,10 +167,10 @@ class IngressSpec(wire.Model):
         default=None, metadata=wire.json("defaultBackend")
     )
     tls: tuple[IngressTLS, ...] = dataclasses.field(
-        default=(), metadata=wire.json("tls", list_type="atomic")
+        default=(), metadata=wire.json("tls", list_type="atomic", max_items=MAX_TLS)
     )
     rules: tuple[IngressRule, ...] = dataclasses.field(
-        default=(), metadata=wire.json("rules", list_type="atomic")
+        default=(), metadata=wire.json("rules", list_type="atomic", max_items=MAX_RULES)
     )
 
     def check(self, path: str) -> None:

@@ -41,6 +41,31 @@ INT32_MAX = cluster.INT32_MAX
 AFFINITY_NAME_MAX_LENGTH = 32
 """Karmada's bound on ``clusterAffinities[].affinityName``."""
 
+# Bounds beyond Karmada's CRDs (which set none on these lists), so that a policy stays
+# small enough to match, schedule from and copy into every binding it makes: the API
+# server refuses a longer list, naming the field and the limit.  Cluster-name lists use
+# cluster.MAX_CLUSTER_NAMES.
+MAX_RESOURCE_SELECTORS = 1024
+"""``resourceSelectors`` of one policy."""
+MAX_EXPRESSIONS = 64
+"""``matchExpressions`` of one label or field selector."""
+MAX_VALUES = 1024
+"""``values`` of one selector expression."""
+LABEL_VALUE_MAX_LENGTH = 63
+"""Characters of a label value: a longer one in a label selector matches nothing."""
+MAX_AFFINITIES = 64
+"""``placement.clusterAffinities`` (tried in order)."""
+MAX_TOLERATIONS = 128
+"""``placement.clusterTolerations``."""
+MAX_SPREAD_CONSTRAINTS = 16
+"""``placement.spreadConstraints`` (four fields and labels to spread by)."""
+MAX_TAINT_CONDITIONS = 64
+"""``addOnConditions`` and ``removeOnConditions`` of a ClusterTaintPolicy."""
+MAX_POLICY_TAINTS = 64
+"""``taints`` of a ClusterTaintPolicy."""
+MAX_STATUS_VALUES = 3
+"""``statusValues`` of a match condition (True, False, Unknown)."""
+
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 """``spec.schedulerName`` when absent (Karmada's CRD default)."""
 
@@ -150,7 +175,8 @@ class LabelSelectorRequirement(wire.Model):
     key: str = dataclasses.field(metadata=wire.json("key", min_length=1))
     operator: LabelSelectorOperator = dataclasses.field(metadata=wire.json("operator"))
     values: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("values", list_type="atomic")
+        default=(), metadata=wire.json("values", list_type="atomic", max_items=MAX_VALUES,
+                                       max_length=LABEL_VALUE_MAX_LENGTH)
     )
 
 
@@ -167,7 +193,8 @@ class LabelSelector(wire.Model):
         default_factory=dict, metadata=wire.json("matchLabels")
     )
     match_expressions: tuple[LabelSelectorRequirement, ...] = dataclasses.field(
-        default=(), metadata=wire.json("matchExpressions", list_type="atomic")
+        default=(), metadata=wire.json("matchExpressions", list_type="atomic",
+                                       max_items=MAX_EXPRESSIONS)
     )
 
 
@@ -178,7 +205,8 @@ class FieldSelectorRequirement(wire.Model):
     key: FieldSelectorKey = dataclasses.field(metadata=wire.json("key"))
     operator: FieldSelectorOperator = dataclasses.field(metadata=wire.json("operator"))
     values: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("values", list_type="atomic")
+        default=(), metadata=wire.json("values", list_type="atomic", max_items=MAX_VALUES,
+                                       max_length=cluster.NAME_MAX_LENGTH)
     )
 
 
@@ -187,7 +215,7 @@ class FieldSelector(wire.Model):
     """Cluster fields that must match (all requirements)."""
 
     match_expressions: tuple[FieldSelectorRequirement, ...] = dataclasses.field(
-        default=(), metadata=wire.json("matchExpressions")
+        default=(), metadata=wire.json("matchExpressions", max_items=MAX_EXPRESSIONS)
     )
 
 
@@ -243,9 +271,13 @@ class ClusterAffinity(wire.Model):
         default=None, metadata=wire.json("fieldSelector")
     )
     cluster_names: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterNames")
+        default=(), metadata=wire.json("clusterNames", max_items=cluster.MAX_CLUSTER_NAMES,
+                                       max_length=cluster.NAME_MAX_LENGTH)
     )
-    exclude: tuple[str, ...] = dataclasses.field(default=(), metadata=wire.json("exclude"))
+    exclude: tuple[str, ...] = dataclasses.field(
+        default=(), metadata=wire.json("exclude", max_items=cluster.MAX_CLUSTER_NAMES,
+                                       max_length=cluster.NAME_MAX_LENGTH)
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -288,7 +320,7 @@ class ClusterPreferences(wire.Model):
     """Weights for Divided/Weighted: static per cluster, or dynamic."""
 
     static_weight_list: tuple[StaticClusterWeight, ...] = dataclasses.field(
-        default=(), metadata=wire.json("staticWeightList")
+        default=(), metadata=wire.json("staticWeightList", max_items=cluster.MAX_CLUSTER_NAMES)
     )
     dynamic_weight: DynamicWeightFactor | None = dataclasses.field(
         default=None, metadata=wire.json("dynamicWeight")
@@ -319,13 +351,13 @@ class Placement(wire.Model):
         default=None, metadata=wire.json("clusterAffinity")
     )
     cluster_affinities: tuple[ClusterAffinityTerm, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterAffinities")
+        default=(), metadata=wire.json("clusterAffinities", max_items=MAX_AFFINITIES)
     )
     cluster_tolerations: tuple[Toleration, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterTolerations")
+        default=(), metadata=wire.json("clusterTolerations", max_items=MAX_TOLERATIONS)
     )
     spread_constraints: tuple[SpreadConstraint, ...] = dataclasses.field(
-        default=(), metadata=wire.json("spreadConstraints")
+        default=(), metadata=wire.json("spreadConstraints", max_items=MAX_SPREAD_CONSTRAINTS)
     )
     replica_scheduling: ReplicaSchedulingStrategy | None = dataclasses.field(
         default=None, metadata=wire.json("replicaScheduling")
@@ -386,7 +418,8 @@ class SuspendClusters(wire.Model):
     """Clusters to which dispatching is suspended."""
 
     cluster_names: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterNames")
+        default=(), metadata=wire.json("clusterNames", max_items=cluster.MAX_CLUSTER_NAMES,
+                                       max_length=cluster.NAME_MAX_LENGTH)
     )
 
 
@@ -405,7 +438,7 @@ class PropagationSpec(wire.Model):
     """What a propagation policy selects and where it places it."""
 
     resource_selectors: tuple[ResourceSelector, ...] = dataclasses.field(
-        metadata=wire.json("resourceSelectors", min_items=1)
+        metadata=wire.json("resourceSelectors", min_items=1, max_items=MAX_RESOURCE_SELECTORS)
     )
     association: bool = dataclasses.field(default=False, metadata=wire.json("association"))
     """Deprecated in Karmada in favor of ``propagateDeps``, and ignored there as here.
@@ -518,7 +551,7 @@ class MatchCondition(wire.Model):
     condition_type: str = dataclasses.field(metadata=wire.json("conditionType", min_length=1))
     operator: MatchConditionOperator = dataclasses.field(metadata=wire.json("operator"))
     status_values: tuple[meta.ConditionStatus, ...] = dataclasses.field(
-        metadata=wire.json("statusValues")
+        metadata=wire.json("statusValues", max_items=MAX_STATUS_VALUES)
     )
 
 
@@ -543,13 +576,13 @@ class ClusterTaintPolicySpec(wire.Model):
         default=None, metadata=wire.json("targetClusters")
     )
     add_on_conditions: tuple[MatchCondition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("addOnConditions")
+        default=(), metadata=wire.json("addOnConditions", max_items=MAX_TAINT_CONDITIONS)
     )
     remove_on_conditions: tuple[MatchCondition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("removeOnConditions")
+        default=(), metadata=wire.json("removeOnConditions", max_items=MAX_TAINT_CONDITIONS)
     )
     taints: tuple[PolicyTaint, ...] = dataclasses.field(
-        metadata=wire.json("taints", min_items=1, list_type="map",
+        metadata=wire.json("taints", min_items=1, max_items=MAX_POLICY_TAINTS, list_type="map",
                            list_map_keys=("key", "effect"))
     )
 

@@ -17,8 +17,12 @@ import dataclasses
 import datetime
 import enum
 
-from clusterhealth_core.api import groups, meta, wire
+from clusterhealth_core.api import cluster, groups, meta, wire
 
+MAX_DECISION_MATCHES = 64
+"""``spec.decisionMatches`` at most (Karmada's CRD sets no bound)."""
+MAX_ACTIONS = 16
+"""``spec.actions`` at most (one action is known today)."""
 MAX_ACTIVE_CLUSTERS = 1000
 """Entries of ``status.activeClusters`` at most (``maxItems``); the total is in
 ``status.activeClusterCount``."""
@@ -49,7 +53,9 @@ class ClusterAffinity(wire.Model):
     """
 
     cluster_names: tuple[str, ...] = dataclasses.field(
-        default=(), metadata=wire.json("clusterNames", list_type="set")
+        default=(), metadata=wire.json("clusterNames", list_type="set",
+                                       max_items=cluster.MAX_CLUSTER_NAMES,
+                                       max_length=cluster.NAME_MAX_LENGTH)
     )
 
 
@@ -89,14 +95,16 @@ class RemedySpec(wire.Model):
         default=None, metadata=wire.json("clusterAffinity")
     )
     decision_matches: tuple[DecisionMatch, ...] | None = dataclasses.field(
-        default=None, metadata=wire.json("decisionMatches")
+        default=None, metadata=wire.json("decisionMatches", max_items=MAX_DECISION_MATCHES)
     )
     """Any match triggers the actions; None (absent) means act immediately.
 
     An empty list is accepted and never matches (Karmada's meaning), the
     opposite of absent; the controller reports it on the Remedy.
     """
-    actions: tuple[RemedyAction, ...] = dataclasses.field(default=(), metadata=wire.json("actions"))
+    actions: tuple[RemedyAction, ...] = dataclasses.field(
+        default=(), metadata=wire.json("actions", max_items=MAX_ACTIONS)
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -126,6 +126,13 @@ class Model:
         Unknown keys are ignored like Go's JSON decoder does (so objects from a
         newer Karmada still load), unless ``strict`` is true, which rejects them
         as the API server does with ``fieldValidation=Strict``.
+
+        Size bounds (``max_items``, ``max_length``) are checked in strict mode
+        only: they are the CRD's, which the API server enforces on every write.
+        Decoding what a server stored, a controller takes it whole, also from
+        Karmada's API, whose CRDs set fewer bounds than ours; strict decoding
+        (tests, ``clusterhealth remedy test`` on a user's file) says what our
+        API server would refuse.
         """
         return _decode_object(cls, obj, "", strict)
 
@@ -300,7 +307,7 @@ def _decode_value(tp: Any, raw: object, path: str, meta: Mapping[str, Any], stri
         if isinstance(raw, bool) or not isinstance(raw, int | str):
             raise ValidationError(path, f"must be an integer or a string, got {_type_name(raw)}")
         if isinstance(raw, str):
-            _check_string(raw, path, meta)
+            _check_string(raw, path, meta, strict)
         return raw
     if origin is tuple:
         return _decode_list(tp, raw, path, meta, strict)
@@ -326,7 +333,7 @@ def _decode_value(tp: Any, raw: object, path: str, meta: Mapping[str, Any], stri
     if tp is str:
         if not isinstance(raw, str):
             raise ValidationError(path, f"must be a string, got {_type_name(raw)}")
-        _check_string(raw, path, meta)
+        _check_string(raw, path, meta, strict)
         return raw
     if tp is bool:
         if not isinstance(raw, bool):
@@ -369,7 +376,7 @@ def _decode_list(
     if min_items is not None and len(raw) < min_items:
         raise ValidationError(path, f"must have at least {min_items} item(s)")
     max_items = meta.get("max_items")
-    if max_items is not None and len(raw) > max_items:
+    if strict and max_items is not None and len(raw) > max_items:
         raise ValidationError(path, f"must have at most {max_items} item(s)")
     item_type = typing.get_args(tp)[0]
     items = tuple(
@@ -396,14 +403,14 @@ def _decode_list(
     return items
 
 
-def _check_string(raw: str, path: str, meta: Mapping[str, Any]) -> None:
+def _check_string(raw: str, path: str, meta: Mapping[str, Any], strict: bool) -> None:
     min_length = meta.get("min_length")
     if min_length is not None and len(raw) < min_length:
         if min_length == 1:
             raise ValidationError(path, "must not be empty")
         raise ValidationError(path, f"must be at least {min_length} characters")
     max_length = meta.get("max_length")
-    if max_length is not None and len(raw) > max_length:
+    if strict and max_length is not None and len(raw) > max_length:
         raise ValidationError(path, f"must be at most {max_length} characters")
     pattern = meta.get("pattern")
     if pattern is not None and re.search(pattern, raw) is None:

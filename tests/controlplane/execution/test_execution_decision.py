@@ -64,6 +64,12 @@ def test_applied_condition() -> None:
     assert (failed["status"], failed["reason"], failed["message"]) == ("False", "AppliedFailed",
                                                                         "boom")
     assert "observedGeneration" not in failed
+    # a long member error is cut, saying so (Karmada would keep all 32,768 characters)
+    long = decision.applied_condition(False, "admission webhook denied: " + "x" * 40000,
+                                      None, NOW)["message"]
+    assert len(long) == decision.APPLIED_MESSAGE_LIMIT == 4096
+    assert long.startswith("admission webhook denied: xxx")
+    assert long.endswith("\u2026 (cut from 40026 characters)")
 
 
 def test_unserved_message_names_the_cluster_and_the_kinds() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -158,3 +159,48 @@ def test_template_status_changed() -> None:
         {"status": {"replicas": 3, "availableReplicas": 3, "x": 1}}, wanted)
     assert decision.is_deployment({"apiVersion": "apps/v1", "kind": "Deployment"})
     assert not decision.is_deployment({"apiVersion": "v1", "kind": "Deployment"})
+
+
+@pytest.mark.parametrize(("failing", "limit"), [
+    (0, 2048), (1, 2048), (64, 2048), (65, 2016), (100, 1310), (1000, 131), (5000, 128),
+])
+def test_message_limit_shares_a_budget(failing: int, limit: int) -> None:
+    assert decision.message_limit(failing) == limit
+    assert failing * limit <= max(decision.APPLIED_MESSAGES_BUDGET, failing * 128)
+
+
+@pytest.mark.parametrize(("clusters", "length", "kept"), [
+    (1, 100, 100),          # short: whole
+    (1, 2048, 2048),        # at the limit: whole
+    (1, 2049, 2048),        # over: cut, saying so
+    (100, 32768, 1310),     # every one of 100 clusters fails long: each gets its share
+    (100, 500, 500),        # short ones are whole however many fail
+])
+def test_applied_messages_are_cut_saying_so_and_every_entry_is_kept(
+        clusters: int, length: int, kept: int) -> None:
+    works = {f"member{i:03d}": work("False", f"{i:03d}:" + "x" * (length - 4), health=None)
+             for i in range(clusters)}
+    works["ok"] = work("True", "Manifest has been successfully applied")
+    items = decision.aggregated_status(works)
+    assert [i["clusterName"] for i in items] == sorted(works)  # one entry per cluster
+    for item in items:
+        if item["clusterName"] == "ok":
+            assert "appliedMessage" not in item
+            continue
+        message = item["appliedMessage"]
+        assert len(message) == kept
+        assert message.startswith(item["clusterName"][-3:] + ":")  # the start is kept
+        if kept < length:
+            assert message.endswith(f"\u2026 (cut from {length} characters)")
+        else:
+            assert "cut from" not in message
+
+
+def test_a_binding_of_100_long_errors_stays_small() -> None:
+    """Every one of 100 clusters reports the longest message a Work may hold (32,768
+    characters, four bytes each): the aggregated status stays under 600 KiB."""
+    works = {f"member{i:03d}": work("False", "\U0001F4A5" * 32768, health=None)
+             for i in range(100)}
+    items = decision.aggregated_status(works)
+    assert len(items) == 100
+    assert len(json.dumps(items, ensure_ascii=False).encode()) < 600 * 1024

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import pathlib
@@ -105,7 +106,9 @@ async def test_bad_requests(volume: pki.SecretVolume, ca: pki.CertificateAuthori
             400, b"expected an admission.k8s.io/v1 AdmissionReview, got apiVersion "
                  b"'admission.k8s.io/v1beta1' kind 'AdmissionReview'\n")
         answer, _ = await whkit.request(port, ca, b"x" * 5000)
-        assert answer.status == 413
+        assert (answer.status, answer.body) == (
+            413, b"the AdmissionReview of 5000 bytes is over this webhook's limit of 4096 "
+                 b"bytes; nothing of it was read\n")
         answer, _ = await whkit.request(port, ca, b"", method="GET")
         assert answer.status == 405
         answer, _ = await whkit.request(port, ca, review(POLICY), path="/mutate")
@@ -116,9 +119,73 @@ async def test_bad_requests(volume: pki.SecretVolume, ca: pki.CertificateAuthori
             "uid": "u-1", "allowed": True,
             "warnings": [f"{decision.WARNING_PREFIX}: spec.placement is not an object"]}
     assert sample(registry, "clusterhealth_webhook_admission_requests_total",
-                  kind="", result="invalid") == 3.0
+                  kind="other", result="invalid") == 2.0
+    assert sample(registry, "clusterhealth_webhook_admission_requests_total",
+                  kind="other", result="too_large") == 1.0
     assert sample(registry, "clusterhealth_webhook_admission_requests_total",
                   kind="PropagationPolicy", result="malformed") == 1.0
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    async with asyncio.timeout(10):
+        status_line = await reader.readline()
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))
+        return int(status_line.split()[1]), await reader.readexactly(length)
+
+
+async def test_a_huge_review_is_refused_before_it_is_read(
+        volume: pki.SecretVolume, ca: pki.CertificateAuthority) -> None:
+    """413 with a clear message, and memory stays: a declared GiB is refused on its header
+    alone (the body is never sent), a chunked one as soon as it passes the limit."""
+    registry = prometheus_client.CollectorRegistry()
+    async with whkit.running(volume, registry=registry) as webhook, \
+            whkit.connection(webhook.bound_port, ca) as (reader, writer, _):
+        writer.write(f"POST {server.PATH} HTTP/1.1\r\nHost: localhost\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {2 ** 30}\r\n"
+                     "\r\n".encode())
+        status, body = await _answer(reader)
+        assert status == 413
+        assert body == (f"the AdmissionReview of {2 ** 30} bytes is over this webhook's limit "
+                        f"of {server.MAX_BODY_BYTES} bytes; nothing of it was read\n").encode()
+    assert sample(registry, "clusterhealth_webhook_admission_requests_total",
+                  kind="other", result="too_large") == 1.0
+    registry = prometheus_client.CollectorRegistry()
+    async with whkit.running(volume, registry=registry, max_body_bytes=4096) as webhook, \
+            whkit.connection(webhook.bound_port, ca) as (reader, writer, _):
+        writer.write(f"POST {server.PATH} HTTP/1.1\r\nHost: localhost\r\n"
+                     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                     "Connection: close\r\n"
+                     "\r\n".encode())
+        for _ in range(3):
+            writer.write(b"800\r\n" + b"x" * 2048 + b"\r\n")
+        status, body = await _answer(reader)
+        assert (status, body) == (413, b"the AdmissionReview is over this webhook's limit of "
+                                       b"4096 bytes; it was read up to the limit and dropped\n")
+    assert sample(registry, "clusterhealth_webhook_admission_requests_total",
+                  kind="other", result="too_large") == 1.0
+
+
+async def test_metrics_name_only_the_kinds_served(
+        volume: pki.SecretVolume, ca: pki.CertificateAuthority) -> None:
+    """Whatever kinds the requests claim, the metric has three kind values: no series per
+    string a client sends."""
+    registry = prometheus_client.CollectorRegistry()
+    async with whkit.running(volume, registry=registry) as webhook:
+        for kind in ("PropagationPolicy", "OverridePolicy", "x" * 200, "Evil-1", "Evil-2"):
+            answer, _ = await whkit.request(webhook.bound_port, ca, review(POLICY, kind))
+            assert answer.status == 200
+        other_group = json.loads(review(POLICY, "Deployment"))
+        other_group["request"]["kind"]["group"] = "apps"
+        answer, _ = await whkit.request(webhook.bound_port, ca,
+                                        json.dumps(other_group).encode())
+        assert answer.status == 200
+    kinds = {s.labels["kind"] for family in registry.collect() for s in family.samples
+             if s.name == "clusterhealth_webhook_admission_requests_total"}
+    assert kinds == {"PropagationPolicy", "ClusterPropagationPolicy", "other"}
+    assert sample(registry, "clusterhealth_webhook_admission_requests_total",
+                  kind="other", result="ignored") == 5.0
 
 
 async def test_every_address_by_default(volume: pki.SecretVolume,

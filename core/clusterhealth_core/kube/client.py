@@ -85,7 +85,7 @@ class Limits:
     """Longest watch event read."""
     max_in_flight: int | None = None
     """Requests (not watches) sent to the server at once; None: no limit."""
-    stall_after: float = 5.0
+    stall_after: float = 10.0
     """With ``max_in_flight``: a request waiting for a slot gives up once the oldest request
     holding one has been in flight this long (the server is stuck, not busy)."""
 
@@ -140,6 +140,10 @@ class InFlight:
                     await waiter
             except TimeoutError:
                 pass  # checked again above
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken and cancelled at once: the next waiter gets the slot
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
@@ -150,6 +154,9 @@ class InFlight:
     def release(self, number: int) -> None:
         """Free the slot of request ``number``; the first waiter takes it."""
         self.started.pop(number, None)
+        self._wake()
+
+    def _wake(self) -> None:
         while self._waiters:
             waiter = self._waiters.pop(0)
             if not waiter.done():
@@ -437,7 +444,10 @@ class ApiClient:
                 f"in flight, the oldest for {exc.age:.0f}s (limit: {in_flight.limit} at once; "
                 "it answers too slowly)", sent=False) from None
         except TimeoutError:
-            raise self._deadline_error(method, path) from None
+            raise errors.DeadlineExceeded(
+                f"{self.name}: {method} {path} not sent: no slot freed within the "
+                f"{self.limits.request_timeout:g}s request deadline ({in_flight.limit} requests "
+                "to it at once)", sent=False) from None
         try:
             remaining = None if until is None else until - asyncio.get_running_loop().time()
             if remaining is not None and remaining <= 0:

@@ -8,13 +8,15 @@ with ``"\\n> "``), so a burst of commands costs one round trip each instead
 of one connection each; commands are serialized by a lock.  A reused
 connection that turns out dead (HAProxy's ``stats timeout`` closed it, or
 HAProxy restarted) is replaced once, transparently; every other failure is
-a :class:`RuntimeApiError`.  :attr:`RuntimeClient.connections` counts the
-connections opened, so the caller can notice that HAProxy may have been
-restarted under it.  Given a ``guard`` (the leader-election fence, as for
-API writes), every command that changes something asks it immediately
-before the command is written to the socket: a former leader, paused past
-its Lease and resumed, sends HAProxy nothing but ``show`` commands
-(:class:`RuntimeFenced`).
+a :class:`RuntimeApiError`.  A command cancelled before its reply was read
+closes the connection, so that reply is never taken for the next command's.
+:attr:`RuntimeClient.connections` counts the connections opened, so the
+caller can notice that HAProxy may have been restarted under it.
+
+Given a ``guard`` (the leader-election fence, as for API writes), every
+command that changes something asks it immediately before the command is
+written to the socket: a former leader, paused past its Lease and resumed,
+sends HAProxy nothing but ``show`` commands (:class:`RuntimeFenced`).
 
 The parsers are pure functions over the text HAProxy 2.6 prints, tested on
 captured output.
@@ -301,6 +303,11 @@ class RuntimeClient:
                 except asyncio.LimitOverrunError as exc:
                     await self._drop()
                     raise RuntimeApiError(f"reply to {command!r} too large", command) from exc
+                except asyncio.CancelledError:
+                    # cancelled between writing the command and reading its whole reply (a term
+                    # of leadership ending): that reply would be read as the next command's
+                    self._discard()
+                    raise
                 return raw[: -len(PROMPT)].decode(errors="replace")
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -414,6 +421,12 @@ class RuntimeClient:
         async with asyncio.timeout(self.timeout):
             await reader.readuntil(PROMPT)
         return self._stream
+
+    def _discard(self) -> None:
+        """Close the connection at once (no await: for a cancelled command)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream[1].close()
 
     async def _drop(self) -> None:
         stream, self._stream = self._stream, None

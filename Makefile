@@ -36,6 +36,7 @@ bench: setup
 	$(PY) -m bench.propagation --markdown docs/benchmarks.md
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
 	$(PY) -m bench.failover --markdown docs/benchmarks.md
+	$(PY) -m bench.hung_member --markdown docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

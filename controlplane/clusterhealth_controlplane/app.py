@@ -31,7 +31,8 @@ async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
             api, settings.leader_elect, settings.election, clock,
             make=lambda term: manager.Manager(
                 manager.Context(term, settings.workers, settings.resync_period,
-                                options=settings.options, metrics=failover_metrics), entries),
+                                options=settings.options, metrics=failover_metrics,
+                                member_limits=settings.member_limits), entries),
             leader_gauge=leader,
             metrics=runner.ProcessMetrics(registry),
             term=runner.TermSettings(COMPONENT, settings.event_namespace),

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from clusterhealth_controlplane import memberobjects, metrics, options
 from clusterhealth_core import members, runner
+from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, informer, resources
 
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
@@ -46,6 +47,9 @@ class Context:
     """The names of the controllers running in this manager (set by :class:`Manager`), for
     a controller whose behaviour depends on another's (execution waits for the namespaces
     that the namespace sync makes)."""
+    member_limits: kube.Limits = members.LIMITS
+    """What one member may cost (``--member-request-timeout``,
+    ``--member-concurrent-requests``)."""
     _members: members.MemberClients | None = None
     _discovery: discovery.Discovery | None = None
     _member_objects: memberobjects.MemberObjects | None = None
@@ -56,9 +60,11 @@ class Context:
         if self._members is None:
             secrets = self.term.informers.informer(
                 resources.SECRETS, namespace=self.secret_namespace, transform=secret_fields)
-            self._members = members.MemberClients(self.term.api, secrets=secrets,
-                                                  user_agent="clusterhealth-controlplane",
-                                                  secret_namespace=self.secret_namespace)
+            self._members = members.MemberClients(
+                self.term.api, secrets=secrets,
+                clusters=self.term.informers.informer(resources.CLUSTERS),
+                user_agent="clusterhealth-controlplane", limits=self.member_limits,
+                clock=self.term.clock, secret_namespace=self.secret_namespace)
         return self._members
 
     @property
@@ -75,6 +81,13 @@ class Context:
             self._member_objects = memberobjects.MemberObjects(self.members,
                                                                clock=self.term.clock)
         return self._member_objects
+
+    async def run(self) -> None:
+        """Keep the member clients tidy until cancelled (deleted Clusters, replaced clients)."""
+        if self._members is None:
+            await asyncio.Event().wait()  # no controller of this term talks to members
+        assert self._members is not None
+        await self._members.run()
 
     async def close(self) -> None:
         """Stop the member watches and close the member clients made during the term."""
@@ -117,5 +130,6 @@ class Manager:
             async with asyncio.TaskGroup() as group:
                 for name, part in self.parts.items():
                     group.create_task(part.run(), name=f"controller:{name}")
+                group.create_task(self.context.run(), name="member-clients")
         finally:
             await self.context.close()

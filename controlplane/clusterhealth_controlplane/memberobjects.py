@@ -8,7 +8,8 @@ carries that kind to that member.  Kinds are resolved through each member's
 own discovery.  When the pool replaces a member's client (its Cluster or
 Secret changed, or it answered 401), that member's informers are rebuilt
 on the new client the next time a controller asks, and every listener hears
-``(cluster, "", None, None)`` so it can re-queue that member's Works.
+``(cluster, "", None, None)`` so it can re-queue that member's Works.  When
+the pool forgets a deleted Cluster, its informers stop first.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class MemberObjects:
         self._members: dict[str, _Member] = {}
         self._listeners: list[Listener] = []
         pool.add_listener(self._invalidated)
+        pool.add_forget_handler(self.forget)
 
     def add_listener(self, listener: Listener) -> None:
         """Hear every change of a watched member object."""
@@ -81,6 +83,7 @@ class MemberObjects:
                 self._watch(name, made, old.resource)
             await current.factory.stop()
             self._emit(name, "", None, None)
+            await self.pool.release_retired()  # the old client may be unused now
         return api
 
     async def resource(self, cluster: Mapping[str, Any], api_version: str,

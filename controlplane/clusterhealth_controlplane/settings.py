@@ -15,7 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from clusterhealth_controlplane import controllers, options
-from clusterhealth_core import election, events, selection, serving, settings
+from clusterhealth_core import election, events, members, selection, serving, settings
+from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, transport
 
 ENV_PREFIX = "CLUSTERHEALTH_CONTROLPLANE"
@@ -42,6 +43,8 @@ class ControlPlaneSettings:
     election: election.ElectionConfig
     options: options.Options = dataclasses.field(default_factory=options.Options)
     """The failover timers and limits."""
+    member_limits: kube.Limits = members.LIMITS
+    """What one member may cost: a deadline per request, requests at once."""
 
 
 def parser() -> settings.FlagParser:
@@ -67,6 +70,14 @@ def parser() -> settings.FlagParser:
                         "name): namespaces the namespace sync never propagates, beside the "
                         "reserved ones, default, and those labelled "
                         "namespace.karmada.io/skip-auto-propagation=true")
+    g = p.add_argument_group("member clusters")
+    g.add_argument("--member-request-timeout", type=settings.duration,
+                   default=members.REQUEST_TIMEOUT,
+                   help="one request to a member (retries included) gives up after this")
+    g.add_argument("--member-concurrent-requests", type=settings.workers, default=None,
+                   help="requests to one member at once (watches aside); default: half of "
+                        "--workers, at least 1, so that a hung member holds at most that many "
+                        "workers")
     add_failover_flags(p)
     settings.add_serving_flags(p, 10357)
     settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
@@ -184,4 +195,12 @@ def load(argv: Sequence[str] | None,
         leader_elect=args.leader_elect,
         election=settings.election_config_from(args, env),
         options=failover_options(args),
+        member_limits=member_limits(args.workers, args.member_request_timeout,
+                                    args.member_concurrent_requests),
     )
+
+
+def member_limits(workers: int, request_timeout: float, concurrent: int | None) -> kube.Limits:
+    """The member clients' limits: ``concurrent`` requests at once, default half the workers."""
+    return dataclasses.replace(members.LIMITS, request_timeout=request_timeout,
+                               max_in_flight=concurrent or max(1, workers // 2))

@@ -13,16 +13,30 @@ clients here, so they are built, shared and refreshed one way:
   :meth:`MemberClients.get` without one), and after the member answered 401
   (a rotated token);
 * listeners hear which member's client was replaced, so they can restart
-  watches that still use the old one.
+  watches that still use the old one;
+* a replaced client is *retired*: closed (and sealed: a holder that still
+  tries it gets ``errors.ClientClosed``) once nothing is in flight through
+  it, i.e. once its users have moved to the new one, or after
+  ``retire_grace`` at the latest (:meth:`MemberClients.run`);
+* with the Clusters' informer, a deleted Cluster is forgotten: the forget
+  handlers stop what their owners keep for it (watches, caches), then its
+  client is retired, and no client is built for a Cluster that is gone;
+* every client is bounded (:data:`LIMITS`: a request deadline, response
+  caps, a few requests at once, see ``docs/core.md``) so that one member
+  cannot stall or flood the callers shared by all members, and every write
+  asks the control-plane client's guard first: member writes are fenced by
+  leadership exactly as control-plane writes are.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, informer, resources
 
@@ -30,6 +44,18 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[str], None]
 """``listener(cluster_name)`` after that member's client was invalidated."""
+ForgetHandler = Callable[[str], Awaitable[None]]
+"""``await handler(cluster_name)`` once that Cluster is deleted: stop using its client."""
+REQUEST_TIMEOUT = 30.0
+"""Seconds one call to a member may take (Karmada's member clients: 32 s)."""
+CONCURRENT_REQUESTS = 2
+"""Requests (watches aside) to one member at once; keep it below the workers of the
+controllers that share the pool, so that a hung member holds only that many."""
+LIMITS = kube.Limits(request_timeout=REQUEST_TIMEOUT, max_in_flight=CONCURRENT_REQUESTS)
+RETIRE_GRACE = 120.0
+"""A replaced client still in use after this long is closed anyway (its users did not move:
+two watch periods, four member request deadlines)."""
+SWEEP_INTERVAL = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,33 +101,65 @@ class _Entry:
 
 
 class MemberClients:
-    """The pool: ``await pool.get(cluster)`` returns that member's client."""
+    """The pool: ``await pool.get(cluster)`` returns that member's client.
+
+    The clients' writes are guarded by ``control_plane``'s guard (a fenced
+    term client gives fenced member clients).
+    """
 
     def __init__(
         self,
         control_plane: kube.ApiClient,
         *,
         secrets: informer.Informer | None = None,
+        clusters: informer.Informer | None = None,
         user_agent: str = "clusterhealth",
         timeout: float = 10.0,
+        limits: kube.Limits = LIMITS,
+        clock: clocks.Clock | None = None,
+        retire_grace: float = RETIRE_GRACE,
         secret_namespace: str | None = None,
     ) -> None:
         self.control_plane = control_plane
         self.secrets = secrets
+        self.clusters = clusters
         self.secret_namespace = secret_namespace
         """The one namespace credentials are read from (None: any): a Cluster whose
         ``secretRef`` points elsewhere is refused, never read."""
         self.user_agent = user_agent
         self.timeout = timeout
+        self.limits = limits
+        self.clock = clock or clocks.Clock()
+        self.retire_grace = retire_grace
         self._entries: dict[str, _Entry] = {}
         self._listeners: list[Listener] = []
-        self._retired: list[kube.ApiClient] = []
+        self._forget_handlers: list[ForgetHandler] = []
+        self._retired: dict[kube.ApiClient, float] = {}
+        """Replaced clients -> when they were replaced."""
+        self._gone: set[str] = set()
+        self._wake = asyncio.Event()
         if secrets is not None:
             secrets.add_handler(self._on_secret)
+        if clusters is not None:
+            clusters.add_handler(self._on_cluster)
 
     def add_listener(self, listener: Listener) -> None:
         """Be told when a member's client is invalidated."""
         self._listeners.append(listener)
+
+    def add_forget_handler(self, handler: ForgetHandler) -> None:
+        """Be awaited when a Cluster is forgotten, before its client is retired."""
+        self._forget_handlers.append(handler)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(current clients, retired clients not closed yet)``."""
+        return len(self._entries), len(self._retired)
+
+    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "DELETED":
+            self._gone.add(str(obj["metadata"]["name"]))
+            self._wake.set()
 
     def _notify(self, name: str) -> None:
         for listener in self._listeners:
@@ -170,6 +228,9 @@ class MemberClients:
         entry = self._entries.get(name)
         if entry is not None and not entry.stale and entry.access == access:
             return entry.api
+        if self.clusters is not None and self.clusters.synced and (
+                name in self._gone or self.clusters.store.get(name) is None):
+            raise errors.ConfigError(f"cluster {name} no longer exists")
         try:
             secret = await self._secret(access)
             credentials = config.from_cluster_secret(
@@ -177,30 +238,81 @@ class MemberClients:
                 proxy_headers=dict(access.proxy_header))
             made: list[kube.ApiClient] = []
             api = kube.ApiClient(credentials, user_agent=self.user_agent, timeout=self.timeout,
-                                 on_unauthorized=lambda: self._refused(name, made))
+                                 on_unauthorized=lambda: self._refused(name, made),
+                                 limits=self.limits, name=f"cluster {name}",
+                                 max_connections=None, guard=self.control_plane.guard)
             made.append(api)
         except errors.ConfigError as exc:
             raise errors.ConfigError(f"cluster {name}: {exc}") from exc
-        if entry is not None:
-            self._retired.append(entry.api)
+        current = self._entries.get(name)  # another caller may have built one meanwhile
+        if current is not None:
+            self._retire(current.api)
         self._entries[name] = _Entry(access, str(secret.get("metadata", {}).get(
             "resourceVersion", "")), api)
         return api
 
+    def _retire(self, api: kube.ApiClient) -> None:
+        self._retired.setdefault(api, self.clock.monotonic())
+        self._wake.set()
+
     async def forget(self, name: str) -> None:
-        """Close and drop ``name``'s client (the Cluster is gone)."""
+        """Drop ``name``'s client: the Cluster is gone.
+
+        The forget handlers run first, then the client is retired (closed at
+        once when nothing is in flight through it).
+        """
+        self._gone.discard(name)
+        for handler in list(self._forget_handlers):
+            try:
+                await handler(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one owner's bug must not keep the others' state
+                log.exception("member %s: a forget handler failed", name)
         entry = self._entries.pop(name, None)
         if entry is not None:
-            await entry.api.close()
+            log.info("member %s: client dropped (the Cluster is gone)", name)
+            self._retire(entry.api)
+        await self.release_retired()
 
-    async def release_retired(self) -> None:
-        """Close the clients replaced so far (call once their users have stopped)."""
-        retired, self._retired = self._retired, []
-        for api in retired:
+    async def release_retired(self, *, force: bool = False) -> None:
+        """Close the replaced clients nothing uses any more (all of them with ``force``).
+
+        A client still busy after ``retire_grace`` is closed too: whoever
+        still reads through it gets ``errors.ClientClosed`` and must ask the
+        pool again.
+        """
+        now = self.clock.monotonic()
+        for api, since in list(self._retired.items()):
+            overdue = now - since >= self.retire_grace
+            if not (force or overdue or not api.busy):
+                continue
+            if overdue and api.busy and not force:
+                log.warning("%s: a replaced client still in use after %gs; closing it",
+                            api.name, self.retire_grace)
+            del self._retired[api]
+            api.seal(f"{api.name}: this client was replaced or its Cluster deleted")
             await api.close()
+
+    async def run(self) -> None:
+        """Until cancelled: forget deleted Clusters, close retired clients once idle."""
+        while True:
+            for name in sorted(self._gone):
+                await self.forget(name)
+            await self.release_retired()
+            self._wake.clear()
+            if self._gone:
+                continue
+            wait = SWEEP_INTERVAL if self._retired else None
+            try:
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
 
     async def close(self) -> None:
         """Close every client."""
-        await self.release_retired()
-        for name in list(self._entries):
-            await self.forget(name)
+        for name, entry in list(self._entries.items()):
+            del self._entries[name]
+            self._retire(entry.api)
+        await self.release_retired(force=True)

@@ -8,6 +8,10 @@ controller of the project:
   key at a time, per-key backoff plus an overall rate limit);
 * a pool of workers that never dies: whatever a reconcile raises is logged,
   counted and retried with backoff; only cancellation stops a worker;
+* a deadline per reconcile (:attr:`ControllerSettings.timeout`): a reconcile
+  still running after it is cancelled, counted (``result="timeout"``),
+  logged and retried with backoff, so a call that never returns (a hung
+  member, a lock never released) costs one worker that long, not forever;
 * :class:`TerminalError` for input that retrying cannot fix (a wrong spec):
   the controller's ``on_terminal`` hook reports it (a False condition and a
   Warning Event), and the key waits until something adds it again — the
@@ -63,7 +67,11 @@ RESULT_SUCCESS = "success"
 RESULT_REQUEUE_AFTER = "requeue_after"
 RESULT_ERROR = "error"
 RESULT_TERMINAL = "terminal"
-RESULTS = (RESULT_SUCCESS, RESULT_REQUEUE_AFTER, RESULT_ERROR, RESULT_TERMINAL)
+RESULT_TIMEOUT = "timeout"
+RESULTS = (RESULT_SUCCESS, RESULT_REQUEUE_AFTER, RESULT_ERROR, RESULT_TERMINAL, RESULT_TIMEOUT)
+DEFAULT_RECONCILE_TIMEOUT = 120.0
+"""Seconds a reconcile may run by default: four times a member request's deadline (30 s).
+controller-runtime has none by default (``ReconciliationTimeout``, 0)."""
 
 
 class ControllerMetrics:
@@ -72,7 +80,8 @@ class ControllerMetrics:
     def __init__(self, registry: prometheus_client.CollectorRegistry) -> None:
         self.reconciles = prometheus_client.Counter(
             "clusterhealth_controller_reconcile",
-            "Reconciles by controller and result (success, requeue_after, error, terminal).",
+            "Reconciles by controller and result (success, requeue_after, error, terminal, "
+            "timeout).",
             ["controller", "result"], registry=registry)
         self.duration = prometheus_client.Histogram(
             "clusterhealth_controller_reconcile_duration_seconds",
@@ -99,6 +108,12 @@ class ControllerSettings:
 
     workers: int = 2
     rate_limit: workqueue.RateLimit = dataclasses.field(default_factory=workqueue.RateLimit)
+    timeout: float | None = DEFAULT_RECONCILE_TIMEOUT
+    """Seconds one reconcile may run before it is cancelled and retried (None: no limit)."""
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"reconcile timeout must be > 0, not {self.timeout}")
 
 
 class Controller:
@@ -140,21 +155,23 @@ class Controller:
         """Reconcile ``key`` once, as a worker does; return the result label."""
         started = self.clock.monotonic()
         self._workers.inc()
+        deadline = asyncio.timeout(self.settings.timeout)
         try:
-            result = await self._reconcile(key) or DONE
+            async with deadline:
+                result = await self._reconcile(key) or DONE
         except asyncio.CancelledError:
             raise
+        except TimeoutError as exc:
+            if not deadline.expired():
+                return self._failed(key, exc)
+            delay = self.queue.add_rate_limited(key)
+            log.warning("%s: reconcile of %s did not finish within its %gs deadline: "
+                        "cancelled; retry in %.2fs", self.name, key, self.settings.timeout, delay)
+            return RESULT_TIMEOUT
         except TerminalError as exc:
             return await self._terminal(key, exc)
         except Exception as exc:  # anything: log, count, retry with backoff
-            delay = self.queue.add_rate_limited(key)
-            if isinstance(exc, errors.KubeError | OSError):
-                log.warning("%s: reconcile of %s failed (%s); retry in %.2fs", self.name, key,
-                            exc, delay)
-            else:
-                log.exception("%s: reconcile of %s raised; retry in %.2fs", self.name, key,
-                              delay)
-            return RESULT_ERROR
+            return self._failed(key, exc)
         finally:
             self._workers.dec()
             self._duration.observe(self.clock.monotonic() - started)
@@ -163,6 +180,16 @@ class Controller:
             self.queue.add_after(key, result.requeue_after)
             return RESULT_REQUEUE_AFTER
         return RESULT_SUCCESS
+
+    def _failed(self, key: str, exc: Exception) -> str:
+        delay = self.queue.add_rate_limited(key)
+        if isinstance(exc, errors.KubeError | OSError):
+            log.warning("%s: reconcile of %s failed (%s); retry in %.2fs", self.name, key,
+                        exc, delay)
+        else:
+            log.exception("%s: reconcile of %s raised; retry in %.2fs", self.name, key, delay,
+                          exc_info=exc)
+        return RESULT_ERROR
 
     async def _terminal(self, key: str, exc: TerminalError) -> str:
         log.info("%s: %s cannot be reconciled as it is: %s", self.name, key, exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import prometheus_client
 
@@ -23,8 +24,12 @@ StartupError = runner.StartupError
 INSTALL_HINT = "install the clusterhealth-crds chart (or point --kubeconfig at Karmada)"
 
 
-def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> base.Provider:
-    """The provider named by ``--provider`` (an explicit table, no plugin discovery)."""
+def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock,
+                  fence: Callable[[], None] | None = None) -> base.Provider:
+    """The provider named by ``--provider`` (an explicit table, no plugin discovery).
+
+    ``fence`` (the elector's) is asked before every change to the load balancer.
+    """
     if settings.provider == "fake":
         return fake.FakeProvider(drain_timeout=settings.drain_timeout, clock=clock)
     try:
@@ -41,7 +46,8 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock) -> ba
         raise StartupError(f"HAProxy layout: {exc}") from exc
     return haproxy_provider.HAProxyProvider(settings.haproxy_socket, layout,
                                             drain_timeout=settings.drain_timeout, clock=clock,
-                                            monitor_interval=settings.haproxy_monitor_interval)
+                                            monitor_interval=settings.haproxy_monitor_interval,
+                                            fence=fence)
 
 
 def log_member_credentials(settings: mci_settings.MCISettings) -> None:
@@ -69,7 +75,6 @@ async def serve(settings: mci_settings.MCISettings) -> None:
                               max_connections=settings.workers + 4) as api:
         await runner.check_served(api, [resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS],
                                   INSTALL_HINT)
-        provider = make_provider(settings, clock)
         controller_settings = controller.ControllerSettings(
             ingress_class=settings.ingress_class,
             default_class=settings.default_class,
@@ -92,6 +97,9 @@ async def serve(settings: mci_settings.MCISettings) -> None:
             # One HAProxy per replica (the chart's sidecar): standbys program theirs too.
             standby=settings.standby_programs,
         )
+        # HAProxy's runtime commands are fenced like the API writes: none after the Lease is lost
+        provider = make_provider(
+            settings, clock, replica.elector.check_fence if replica.elector is not None else None)
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port, tls=settings.tls)
         server.add_liveness("leader-election", replica.alive)

@@ -149,7 +149,8 @@ class MCIController:
         self.secrets = term.informers.informer(
             resources.SECRETS, namespace=secret_namespace, transform=secret_fields)
         self.pool = pool_members.MemberClients(term.api, secrets=self.secrets,
-                                               user_agent="clusterhealth-mci")
+                                               clusters=self.clusters,
+                                               user_agent="clusterhealth-mci", clock=self.clock)
         self.members = members.MemberCaches(
             self.pool, self._member_clusters, self._member_changed, clock=self.clock,
             settings=term.informers.settings, secret_namespace=secret_namespace,
@@ -631,6 +632,7 @@ class MCIController:
             self._enqueue_all()
             tasks = [asyncio.create_task(self.controller.run(), name="mci-workers"),
                      asyncio.create_task(self.members.run(), name="mci-members"),
+                     asyncio.create_task(self.pool.run(), name="mci-member-clients"),
                      asyncio.create_task(self._resync(), name="mci-resync")]
             await asyncio.gather(*tasks)
         finally:

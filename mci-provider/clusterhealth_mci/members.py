@@ -364,6 +364,7 @@ class MemberCaches:
         self.problems.pop(name, None)
         self._failures.pop(name, None)
         self._rebuilds.pop(name, None)
+        self._built_at.pop(name, None)
         old = self.active.pop(name, None)
         if old is not None:
             await old.stop()

@@ -16,7 +16,7 @@ import prometheus_client
 
 from clusterhealth_controlplane import app, controllers, manager, metrics, options
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, runner
+from clusterhealth_core import election, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, waiting
@@ -50,8 +50,10 @@ class Running:
 @contextlib.asynccontextmanager
 async def running_manager(cp: kube.ApiClient, names: Sequence[str], *, workers: int = 2,
                           resync_period: float = 300.0,
-                          failover: options.Options | None = None) -> AsyncIterator[Running]:
+                          failover: options.Options | None = None,
+                          member_limits: kube.Limits | None = None) -> AsyncIterator[Running]:
     """Run the selected controllers through :class:`runner.ElectedController` (no election)."""
+    limits = members.LIMITS if member_limits is None else member_limits
     registry = prometheus_client.CollectorRegistry()
     leader = prometheus_client.Gauge("leader", "leader", registry=registry)
     failover_metrics = metrics.FailoverMetrics(registry)
@@ -61,7 +63,7 @@ async def running_manager(cp: kube.ApiClient, names: Sequence[str], *, workers: 
         cp, False, election.ElectionConfig("cp-test", "default"), clocks.Clock(),
         make=lambda term: manager.Manager(manager.Context(
             term, workers, resync_period, options=failover or options.Options(),
-            metrics=failover_metrics), entries),
+            metrics=failover_metrics, member_limits=limits), entries),
         leader_gauge=leader, metrics=runner.ProcessMetrics(registry),
         term=runner.TermSettings(app.COMPONENT))
     task = asyncio.create_task(replica.run())

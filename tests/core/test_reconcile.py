@@ -166,3 +166,50 @@ def test_overall_rate_limit_spaces_out_many_failing_keys() -> None:
     assert waits == pytest.approx([0, 0, 0, 0.1, 0.2, 0.3])
     now["t"] = 10.0  # refilled up to the burst
     assert bucket.reserve() == 0
+
+
+async def test_a_reconcile_past_its_deadline_is_cancelled_counted_and_retried(
+        caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+    cancelled: list[str] = []
+
+    async def hangs_once(key: str) -> reconcile.Result:
+        calls.append(key)
+        if len(calls) == 1:
+            try:
+                await asyncio.Event().wait()  # a call that never returns
+            except asyncio.CancelledError:
+                cancelled.append(key)
+                raise
+        return reconcile.DONE
+
+    registry = prometheus_client.CollectorRegistry()
+    controller = reconcile.Controller(
+        "deadline", hangs_once, metrics=reconcile.ControllerMetrics(registry),
+        clock=clocks.Clock(),
+        settings=reconcile.ControllerSettings(workers=1, rate_limit=FAST, timeout=0.2))
+    async with running(controller):
+        controller.enqueue("slow")
+        controller.enqueue("other")
+        await until(lambda: sample(registry, "clusterhealth_controller_reconcile_total",
+                                   controller="deadline", result="success") == 2)
+    assert calls == ["slow", "other", "slow"]  # the one worker was freed, the key retried
+    assert cancelled == ["slow"]
+    assert sample(registry, "clusterhealth_controller_reconcile_total", controller="deadline",
+                  result="timeout") == 1
+    assert sample(registry, "clusterhealth_workqueue_retries_total", name="deadline") == 1
+    assert "reconcile of slow did not finish within its 0.2s deadline" in caplog.text
+
+
+async def test_a_timeout_raised_inside_a_reconcile_is_an_ordinary_error() -> None:
+    async def raises(key: str) -> reconcile.Result:
+        raise TimeoutError("a probe's own timeout")
+
+    controller, registry = make("own-timeout", raises)
+    assert await controller.process("k") == reconcile.RESULT_ERROR
+    assert sample(registry, "clusterhealth_workqueue_retries_total", name="own-timeout") == 1
+
+
+def test_a_reconcile_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="reconcile timeout must be > 0"):
+        reconcile.ControllerSettings(timeout=0)

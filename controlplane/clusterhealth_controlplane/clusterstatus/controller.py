@@ -23,6 +23,8 @@
   conditions and ``remedyActions`` are never in the body.  An Event on the
   Cluster when Ready changes; the ``cluster_ready``, ``cluster_probes`` and
   ``cluster_probe_duration`` metrics.
+* A member whose client the pool replaced (rotated credentials) is probed at
+  once, so its watches move to the new client and the old one is closed.
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ class ClusterStatusController:
             clock=term.clock,
             settings=reconcile.ControllerSettings(workers=max(context.workers, PROBE_WORKERS)))
         self.clusters.add_handler(self._on_cluster)
+        # a replaced client: probe now, so the Node and Pod watches move to the new one and the
+        # old one is closed (instead of at the next periodic probe)
+        self.pool.add_listener(self.controller.enqueue)
 
     @property
     def synced(self) -> bool:

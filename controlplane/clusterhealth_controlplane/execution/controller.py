@@ -105,6 +105,8 @@ class ExecutionController:
                 self.controller.enqueue(key)
 
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "DELETED":
+            self.member_namespaces.pop(str(obj["metadata"]["name"]), None)
         if old is None or decision.ready(obj) != decision.ready(old) or event == "DELETED":
             self._enqueue_cluster(str(obj["metadata"]["name"]))
 

@@ -12,7 +12,9 @@ imported only by a process that chooses it.
   ``CONNECT`` headers;
 * TCP keepalive probes and ``TCP_USER_TIMEOUT`` on every socket (the same
   options as the httpx transport);
-* no deadline for a whole body, only for each read;
+* every read bounded by ``read_timeout``, the whole exchange by the caller's
+  ``deadline``; response bodies and watch lines capped (the same limits and
+  errors as the httpx transport: ``DeadlineExceeded``, ``TooLarge``);
 * ``Accept-Encoding: identity`` and no decompression: bodies are what the
   API server wrote;
 * :class:`~clusterhealth_core.kube.transport.TransportError` with ``sent``
@@ -73,38 +75,47 @@ def _keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
 class StreamResponse:
     """A response whose body is read incrementally, line by line (watch streams)."""
 
-    def __init__(self, response: aiohttp.ClientResponse, target: str) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, target: str, *, max_body: int,
+                 max_line: int) -> None:
         self._response = response
         self._target = target
+        self._max_body = max_body
+        self._max_line = max_line
         self.status = response.status
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in response.headers.items()}
 
     async def read_all(self) -> bytes:
-        """The rest of the body."""
+        """The rest of the body (at most the transport's ``max_response_bytes``)."""
         try:
-            return await self._response.read()
+            transport.check_length(self.headers, self._max_body, self._target)
+            return await transport.collect(self._response.content.iter_any(), self._max_body,
+                                           self._target)
+        except transport.TransportError:
+            raise
         except _ERRORS as exc:
             raise _translate(exc, self._target) from exc
 
     async def lines(self) -> AsyncIterator[str]:
         """Yield each line of the body; every read is bounded by the stream's idle timeout.
 
+        A line longer than the transport's ``max_line_bytes`` is ``TooLarge``.
         A body that ends without a final newline yields its last partial line
         too; callers parsing JSON must expect it to be incomplete.
         """
-        buffer = b""
+        splitter = transport.LineSplitter(self._max_line, self._target)
         try:
             while chunk := await self._response.content.readany():
-                buffer += chunk
-                *complete, buffer = buffer.split(b"\n")
-                for line in complete:
-                    yield line.decode(errors="replace")
+                for line in splitter.feed(chunk):
+                    yield line
+        except transport.TransportError:
+            raise
         except aiohttp.SocketTimeoutError as exc:
             raise TimeoutError(f"{self._target}: no data for the idle timeout") from exc
         except _ERRORS as exc:
             raise _translate(exc, self._target) from exc
-        if buffer:
-            yield buffer.decode(errors="replace")
+        last = splitter.rest()
+        if last is not None:
+            yield last
 
 
 class AiohttpTransport:
@@ -116,13 +127,17 @@ class AiohttpTransport:
         ssl_context: ssl.SSLContext | None,
         *,
         proxy: transport.Proxy | None = None,
-        max_connections: int = 16,
+        max_connections: int | None = 16,
         connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
+        max_response_bytes: int = transport.MAX_RESPONSE_BYTES,
+        max_line_bytes: int = transport.MAX_LINE_BYTES,
     ) -> None:
         self.base_url, self.target = transport.split_base_url(base_url)
         self.proxy = proxy
         self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
+        self.max_line_bytes = max_line_bytes
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else False
         self._max_connections = max_connections
         self._user_agent = user_agent
@@ -132,7 +147,7 @@ class AiohttpTransport:
         # made on first use: a session belongs to the running loop
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
-                limit=self._max_connections, limit_per_host=0,
+                limit=self._max_connections or 0, limit_per_host=0,
                 keepalive_timeout=transport.POOL_KEEPALIVE_EXPIRY, ssl=self._ssl,
                 socket_factory=_keepalive_socket, use_dns_cache=False)
             self._session = aiohttp.ClientSession(
@@ -164,15 +179,25 @@ class AiohttpTransport:
         headers: transport.Headers = (),
         body: bytes | None = None,
         read_timeout: float | None = 30.0,
+        deadline: float | None = None,
     ) -> transport.Response:
-        """Send one request and read the whole response (each read within ``read_timeout``)."""
+        """Send one request and read the whole response.
+
+        Each read waits at most ``read_timeout``; everything together at most
+        ``deadline`` seconds (``DeadlineExceeded``).  A body larger than
+        ``max_response_bytes`` is ``TooLarge``.
+        """
         try:
-            async with self._client().request(
+            async with transport.deadline_of(deadline, self.target), self._client().request(
                     method, self.base_url + path, data=body,
                     **self._options(query, headers, read_timeout)) as response:
-                data = await response.read()
-                return transport.Response(
-                    response.status, {k.lower(): v for k, v in response.headers.items()}, data)
+                found = {k.lower(): v for k, v in response.headers.items()}
+                transport.check_length(found, self.max_response_bytes, self.target)
+                data = await transport.collect(response.content.iter_any(),
+                                               self.max_response_bytes, self.target)
+                return transport.Response(response.status, found, data)
+        except transport.TransportError:
+            raise
         except _ERRORS as exc:
             raise _translate(exc, self.target) from exc
 
@@ -193,7 +218,8 @@ class AiohttpTransport:
         except _ERRORS as exc:
             raise _translate(exc, self.target) from exc
         try:
-            yield StreamResponse(response, self.target)
+            yield StreamResponse(response, self.target, max_body=self.max_response_bytes,
+                                 max_line=self.max_line_bytes)
         finally:
             response.release()  # aiohttp closes a connection whose body was not read to the end
 

@@ -13,12 +13,23 @@ What it promises its callers:
 * a 401 drops the cached token (an ``exec`` plugin runs again, a token file
   is re-read) and, when a fresh token can differ, the request is tried once
   more; otherwise :class:`~clusterhealth_core.kube.errors.Unauthorized`;
-* lists are paged (``limit`` + ``continue``) and no read of a body waits
-  longer than the idle timeout, however long the whole body takes;
+* lists are paged (``limit`` + ``continue``); no read of a body waits
+  longer than the read timeout, and no call (its attempts, its waits, the
+  whole body) longer than :attr:`Limits.request_timeout`
+  (:class:`~clusterhealth_core.kube.errors.DeadlineExceeded`);
+* a response body or a watch line past its cap is
+  :class:`~clusterhealth_core.kube.errors.TooLarge`; a list page too large
+  for the cap is asked for again with half as many objects;
+* with :attr:`Limits.max_in_flight`, at most that many requests to the
+  server at once; a request waits for a free slot, unless the requests
+  holding them have been stuck for :attr:`Limits.stall_after` seconds
+  (:class:`~clusterhealth_core.kube.errors.Saturated`): a hung server holds
+  that many callers, not all of them;
 * watches end by themselves (``timeoutSeconds``) so that an idle stream is
   bounded, and a broken stream is a typed error the caller resumes from;
-* a client made with :meth:`ApiClient.guarded` asks its guard before every
-  write: the leader-election fence.
+  they take no slot and have no overall deadline;
+* a client made with :meth:`ApiClient.guarded`, or given a ``guard``, asks
+  the guard before every write: the leader-election fence.
 """
 
 from __future__ import annotations
@@ -54,8 +65,111 @@ DEFAULT_WATCH_SECONDS = 45
 WATCH_IDLE_MARGIN = 15.0
 """A watch silent for ``timeoutSeconds`` plus this long is dead."""
 MAX_RETRY_AFTER = 60.0
+DEFAULT_REQUEST_TIMEOUT = 60.0
+"""No call to an API server takes longer (client-go has none by default; Karmada gives its
+member clients 32 s)."""
 Object = dict[str, Any]
 Guard = Callable[[], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one API server may cost the process: time, bytes, concurrency."""
+
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+    """Seconds one call may take in all: waiting for a slot, every attempt, every retry pause,
+    the whole body (watches excepted).  None: no deadline."""
+    max_response_bytes: int = transport.MAX_RESPONSE_BYTES
+    """Largest response body read."""
+    max_watch_line_bytes: int = transport.MAX_LINE_BYTES
+    """Longest watch event read."""
+    max_in_flight: int | None = None
+    """Requests (not watches) sent to the server at once; None: no limit."""
+    stall_after: float = 10.0
+    """With ``max_in_flight``: a request waiting for a slot gives up once the oldest request
+    holding one has been in flight this long (the server is stuck, not busy)."""
+
+    def __post_init__(self) -> None:
+        if self.request_timeout is not None and self.request_timeout <= 0:
+            raise ValueError(f"request timeout must be > 0, not {self.request_timeout}")
+        if self.max_response_bytes < 1 or self.max_watch_line_bytes < 1:
+            raise ValueError("response and watch line caps must be at least 1 byte")
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, not {self.max_in_flight}")
+        if self.stall_after <= 0:
+            raise ValueError(f"stall_after must be > 0, not {self.stall_after}")
+
+
+class InFlight:
+    """The requests in flight to one server and the slots they hold (``max_in_flight``)."""
+
+    def __init__(self, limit: int | None, stall_after: float) -> None:
+        self.limit = limit
+        self.stall_after = stall_after
+        self.started: dict[int, float] = {}
+        """Request number -> when it took its slot (event loop time)."""
+        self.streams = 0
+        """Watch streams open (they hold no slot)."""
+        self._next = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def busy(self) -> bool:
+        """Whether any request or stream is in flight."""
+        return bool(self.started) or self.streams > 0
+
+    async def acquire(self, until: float | None) -> int:
+        """A slot; raises :class:`Stalled` (with the oldest request's age) when none frees in time.
+
+        ``until`` is the caller's deadline (event loop time); reaching it while
+        waiting raises ``TimeoutError``.
+        """
+        loop = asyncio.get_running_loop()
+        while self.limit is not None and len(self.started) >= self.limit:
+            now = loop.time()
+            oldest = min(self.started.values())
+            stalled = oldest + self.stall_after
+            if now >= stalled:
+                raise Stalled(now - oldest)
+            if until is not None and now >= until:
+                raise TimeoutError
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(stalled if until is None else min(stalled, until)):
+                    await waiter
+            except TimeoutError:
+                pass  # checked again above
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken and cancelled at once: the next waiter gets the slot
+                raise
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self._next += 1
+        self.started[self._next] = loop.time()
+        return self._next
+
+    def release(self, number: int) -> None:
+        """Free the slot of request ``number``; the first waiter takes it."""
+        self.started.pop(number, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+
+class Stalled(Exception):
+    """No slot freed: the oldest request holding one is ``age`` seconds old."""
+
+    def __init__(self, age: float) -> None:
+        super().__init__(f"stalled for {age:.1f}s")
+        self.age = age
 
 
 class WatchEvent:
@@ -80,9 +194,14 @@ class _Pool:
     tokens: config.TokenSource
     make_transport: Callable[[], transport.Transport]
     on_unauthorized: Callable[[], None] | None
+    in_flight: InFlight
     connections: transport.Transport | None = None
+    sealed: str = ""
+    """Why the client may no longer be used (a replaced member client); "" while it may."""
 
     def http(self) -> transport.Transport:
+        if self.sealed:
+            raise errors.ClientClosed(self.sealed)
         if self.connections is None:
             self.connections = self.make_transport()
         return self.connections
@@ -109,16 +228,22 @@ class ApiClient:
         timeout: float = 10.0,
         backoff: retry.Backoff = retry.DEFAULT,
         user_agent: str = "clusterhealth",
-        max_connections: int = 16,
+        max_connections: int | None = 16,
         http: transport.Library = "httpx",
         page_size: int = DEFAULT_PAGE_SIZE,
         on_unauthorized: Callable[[], None] | None = None,
         environ: Mapping[str, str] | None = None,
+        limits: Limits = Limits(),
+        name: str | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.credentials = credentials
         self.timeout = timeout
         self.backoff = backoff
         self.page_size = page_size
+        self.limits = limits
+        self.name = f"{name} ({credentials.server})" if name else credentials.server
+        """How errors name the server: ``cluster member1 (https://...)`` for a member."""
         try:
             proxy = proxy_for(credentials, environ)
         except proxies.ProxyConfigError as exc:
@@ -134,20 +259,48 @@ class ApiClient:
                 from clusterhealth_core.kube import aiohttp_transport
                 return aiohttp_transport.AiohttpTransport(
                     credentials.server, tls, proxy=proxy, max_connections=max_connections,
-                    connect_timeout=timeout, user_agent=user_agent)
+                    connect_timeout=timeout, user_agent=user_agent,
+                    max_response_bytes=limits.max_response_bytes,
+                    max_line_bytes=limits.max_watch_line_bytes)
             return transport.HttpTransport(
                 credentials.server, tls, proxy=proxy, max_connections=max_connections,
-                connect_timeout=timeout, user_agent=user_agent)
+                connect_timeout=timeout, user_agent=user_agent,
+                max_response_bytes=limits.max_response_bytes,
+                max_line_bytes=limits.max_watch_line_bytes)
 
         self._pool = _Pool(credentials, config.TokenSource(credentials), make_transport,
-                           on_unauthorized)
-        self._guard: Guard | None = None
+                           on_unauthorized, InFlight(limits.max_in_flight, limits.stall_after))
+        self._guard: Guard | None = guard
         self._owner = True
 
     @property
     def proxy(self) -> transport.Proxy | None:
         """The proxy connections go through, if any."""
         return self._pool.http().proxy
+
+    @property
+    def guard(self) -> Guard | None:
+        """What this client asks before every write (the leader-election fence), if anything."""
+        return self._guard
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request or a watch is in flight through this client's connections."""
+        return self._pool.in_flight.busy
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`seal` was called (no request may start any more)."""
+        return bool(self._pool.sealed)
+
+    def seal(self, why: str) -> None:
+        """Refuse every later request and watch with ``why`` (:class:`errors.ClientClosed`).
+
+        For a client that was replaced (a member's rotated credentials, a
+        deleted Cluster): a caller that still holds it fails at once instead
+        of reopening connections; what is in flight finishes.
+        """
+        self._pool.sealed = why or "client closed"
 
     def guarded(self, guard: Guard) -> ApiClient:
         """A view of this client that calls ``guard()`` before sending any write.
@@ -213,7 +366,8 @@ class ApiClient:
     ) -> Any:
         """Send one request, retrying only what is safe, and return the decoded body.
 
-        ``timeout`` bounds each read of the response (not the whole body).
+        ``timeout`` bounds each read of the response (not the whole body); the
+        whole call, retries included, is bounded by :attr:`Limits.request_timeout`.
         ``idempotent`` overrides the method's default (GET/PUT/DELETE yes,
         POST/PATCH no) for deciding whether a request that may have reached
         the server can be sent again.
@@ -228,21 +382,28 @@ class ApiClient:
         extra = dict(headers or {})
         if data is not None:
             extra["Content-Type"] = content_type
+        loop = asyncio.get_running_loop()
+        limit = self.limits.request_timeout
+        until = None if limit is None else loop.time() + limit
         attempt = 0
         refreshed = False
+        last: errors.KubeError
         while True:
             delay: float | None = None
             try:
-                return await self._once(method, path, params, data, extra, timeout)
+                return await self._once(method, path, params, data, extra, timeout, until)
             except errors.Unauthorized as exc:
                 self._unauthorized(exc.token)
                 if refreshed or not self._pool.tokens.refreshable:
                     raise
                 refreshed = True
                 continue
+            except (errors.DeadlineExceeded, errors.Saturated, errors.ClientClosed):
+                raise  # the server is slow (another attempt would only wait longer), or retired
             except errors.Unreachable as exc:
                 if (exc.sent and not repeatable) or attempt + 1 >= policy.attempts:
                     raise
+                last = exc
             except errors.ApiError as exc:
                 if exc.status == 429:
                     delay = _retry_after(exc)
@@ -250,10 +411,18 @@ class ApiClient:
                     raise
                 if attempt + 1 >= policy.attempts:
                     raise
+                last = exc
             attempt += 1
             pause = max(policy.delay(attempt - 1), delay or 0.0)
+            if until is not None and loop.time() + pause >= until:
+                raise last  # no time left for another attempt
             log.debug("%s %s failed; retry %d in %.2fs", method, path, attempt, pause)
             await asyncio.sleep(pause)
+
+    def _deadline_error(self, method: str, path: str) -> errors.DeadlineExceeded:
+        return errors.DeadlineExceeded(
+            f"{self.name}: {method} {path}: no complete answer within the "
+            f"{self.limits.request_timeout:g}s request deadline", sent=True)
 
     async def _once(
         self,
@@ -263,18 +432,45 @@ class ApiClient:
         data: bytes | None,
         extra: Mapping[str, str],
         timeout: float | None,
+        until: float | None,
     ) -> Any:
         headers, token = await self._headers(extra)
-        self._check_guard(method)  # the last step before sending: the token may have taken time
+        in_flight = self._pool.in_flight
         try:
-            response = await self._pool.http().request(
+            slot = await in_flight.acquire(until)
+        except Stalled as exc:
+            raise errors.Saturated(
+                f"{self.name}: {method} {path} not sent: {in_flight.limit} requests to it are "
+                f"in flight, the oldest for {exc.age:.0f}s (limit: {in_flight.limit} at once; "
+                "it answers too slowly)", sent=False) from None
+        except TimeoutError:
+            raise errors.DeadlineExceeded(
+                f"{self.name}: {method} {path} not sent: no slot freed within the "
+                f"{self.limits.request_timeout:g}s request deadline ({in_flight.limit} requests "
+                "to it at once)", sent=False) from None
+        try:
+            remaining = None if until is None else until - asyncio.get_running_loop().time()
+            if remaining is not None and remaining <= 0:
+                raise self._deadline_error(method, path)
+            http = self._pool.http()
+            self._check_guard(method)  # the last step before sending: the token may have taken time
+            response = await http.request(
                 method, path, query=params, headers=headers, body=data,
-                read_timeout=timeout or self.timeout,
+                read_timeout=timeout or self.timeout, deadline=remaining,
             )
+        except transport.DeadlineExceeded as exc:
+            raise self._deadline_error(method, path) from exc
+        except transport.TooLarge as exc:
+            raise errors.TooLarge(
+                f"{self.name}: {method} {path}: the response is larger than "
+                f"{transport.describe_size(exc.limit)} (the response size limit)",
+                limit=exc.limit) from exc
         except transport.TransportError as exc:
             raise errors.Unreachable(
-                f"{self.credentials.server} unreachable ({method} {path}): {exc}", sent=exc.sent,
+                f"{self.name} unreachable ({method} {path}): {exc}", sent=exc.sent,
             ) from exc
+        finally:
+            in_flight.release(slot)
         decoded = _decode(response.body)
         if response.status >= 400:
             error = errors.from_status(response.status, decoded, response.headers)
@@ -316,7 +512,16 @@ class ApiClient:
             params["fieldSelector"] = field_selector
         path = resource.path(namespace=namespace)
         while True:
-            page: Object = await self.request("GET", path, params=params)
+            try:
+                page: Object = await self.request("GET", path, params=params)
+            except errors.TooLarge:
+                fewer = int(params["limit"]) // 2
+                if fewer < 1:
+                    raise
+                log.warning("%s: a page of %s %s is too large; asking for %d at a time",
+                            self.name, params["limit"], resource.plural, fewer)
+                params["limit"] = str(fewer)
+                continue
             yield page
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -471,8 +676,10 @@ class ApiClient:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
-        what = f"{self.credentials.server}: watch of {resource.plural}"
+        what = f"{self.name}: watch of {resource.plural}"
         headers, token = await self._headers(None)
+        in_flight = self._pool.in_flight
+        in_flight.streams += 1
         try:
             async with self._pool.http().stream(
                 "GET", resource.path(namespace=namespace), query=params, headers=headers,
@@ -489,8 +696,14 @@ class ApiClient:
                     if not line.strip():
                         continue
                     yield _watch_event(line, what)
+        except transport.TooLarge as exc:
+            raise errors.TooLarge(
+                f"{what}: an event larger than {transport.describe_size(exc.limit)} (the watch "
+                "event size limit)", limit=exc.limit) from exc
         except (transport.TransportError, TimeoutError) as exc:
             raise errors.Unreachable(f"{what} broke: {exc}", sent=True) from exc
+        finally:
+            in_flight.streams -= 1
 
 
 def _watch_event(line: str, what: str) -> WatchEvent:

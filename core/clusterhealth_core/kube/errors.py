@@ -29,8 +29,48 @@ class Unreachable(KubeError):
         self.sent = sent
 
 
+class DeadlineExceeded(Unreachable):
+    """The call took longer than its overall deadline (``Limits.request_timeout``).
+
+    The server accepted the connection but did not answer completely in time
+    (it is overloaded, or trickles bytes).  The request may have reached it;
+    it is not sent again.
+    """
+
+
+class Saturated(Unreachable):
+    """Not sent: the client's slots for this server are held by requests stuck in flight.
+
+    ``Limits.max_in_flight`` requests are already waiting on the server and
+    the oldest has waited ``Limits.stall_after`` seconds or more, so one slow
+    server cannot hold every caller.
+    """
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message, sent=sent)
+
+
+class ClientClosed(Unreachable):
+    """Not sent: this client was retired (replaced, or its Cluster deleted); get a new one."""
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message, sent=sent)
+
+
 class ProtocolError(KubeError):
     """The server's answer could not be understood (not JSON, a cut-off line)."""
+
+
+class TooLarge(ProtocolError):
+    """A response body or a watch event was larger than the client accepts.
+
+    ``limit`` is the cap in bytes (``Limits.max_response_bytes`` or
+    ``Limits.max_watch_line_bytes``); the connection is dropped.
+    """
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class NotLeader(KubeError):

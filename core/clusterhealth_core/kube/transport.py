@@ -11,8 +11,15 @@ that says whether the request may have reached the server:
 * TCP keepalive probes and ``TCP_USER_TIMEOUT`` on every socket, so a peer
   that vanished (node gone, network cut) fails the connection within
   :data:`DEAD_PEER_SECONDS` even on an idle watch;
-* no deadline for a whole body, only for each read (``read_timeout``), so a
-  large list or a long watch is never cut while bytes keep arriving;
+* two clocks on a request: every read waits at most ``read_timeout``, and
+  the whole exchange (connecting, sending, the whole body) at most the
+  caller's ``deadline`` (:class:`DeadlineExceeded`), so a server that trickles
+  a byte a second cannot hold the caller; a watch stream has no deadline,
+  only its idle timeout (a long watch is never cut while events arrive);
+* caps on what a server can make us hold: a response body larger than
+  ``max_response_bytes`` and a watch line longer than ``max_line_bytes`` are
+  :class:`TooLarge` (the defaults fit a 500-object page of 256 KiB objects
+  and client-go's 16 MiB watch frame);
 * :class:`TransportError` with ``sent``: ``False`` when the request certainly
   never reached the server (connecting failed, no connection from the pool),
   so callers retry only what is safe to repeat.
@@ -20,6 +27,7 @@ that says whether the request may have reached the server:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import socket
@@ -43,6 +51,13 @@ DEAD_PEER_SECONDS = KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT
 """An unanswering peer fails the connection after this long (45 s)."""
 POOL_KEEPALIVE_EXPIRY = 30.0
 """Idle pooled connections are closed after this long (the API server keeps them ~90 s)."""
+MIB = 1 << 20
+MAX_RESPONSE_BYTES = 128 * MIB
+"""Largest response body read (a 500-object list page of 256 KiB objects; larger pages are
+asked for again with fewer objects by ``ApiClient.list_pages``)."""
+MAX_LINE_BYTES = 16 * MIB
+"""Longest watch line read: client-go's limit for one watch event, ten times etcd's 1.5 MiB
+object limit (an object's JSON may be larger than what etcd stores)."""
 
 
 class TransportError(OSError):
@@ -55,6 +70,92 @@ class TransportError(OSError):
     def __init__(self, message: str, *, sent: bool) -> None:
         super().__init__(message)
         self.sent = sent
+
+
+class DeadlineExceeded(TransportError):
+    """The whole exchange took longer than the caller's deadline (it may have been received)."""
+
+    def __init__(self, target: str, deadline: float) -> None:
+        super().__init__(f"{target}: no complete answer within {deadline:g}s", sent=True)
+        self.deadline = deadline
+
+
+class TooLarge(TransportError):
+    """A response body or a watch line went past its cap; the connection is dropped."""
+
+    def __init__(self, target: str, what: str, limit: int) -> None:
+        super().__init__(f"{target}: {what} larger than {describe_size(limit)}", sent=True)
+        self.limit = limit
+
+
+def describe_size(size: int) -> str:
+    """``128 MiB``, ``512 KiB`` or ``100 bytes``."""
+    for unit, name in ((MIB, "MiB"), (1024, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"
+
+
+def check_length(headers: Mapping[str, str], limit: int, target: str) -> None:
+    """Refuse a body whose ``Content-Length`` already says it is too large."""
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(target, f"response body ({declared} bytes)", limit)
+
+
+async def collect(chunks: AsyncIterator[bytes], limit: int, target: str) -> bytes:
+    """The concatenated ``chunks``; :class:`TooLarge` once they exceed ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(target, "response body", limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines, refusing a line longer than ``limit`` bytes."""
+
+    def __init__(self, limit: int, target: str) -> None:
+        self.limit = limit
+        self.target = target
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The lines completed by ``chunk``."""
+        start = len(self._buffer)
+        self._buffer += chunk
+        lines: list[str] = []
+        begin = 0
+        while (end := self._buffer.find(b"\n", start)) >= 0:
+            if end - begin > self.limit:
+                raise TooLarge(self.target, "a watch line", self.limit)
+            lines.append(self._buffer[begin:end].decode(errors="replace"))
+            begin = start = end + 1
+        if begin:
+            del self._buffer[:begin]
+        if len(self._buffer) > self.limit:
+            raise TooLarge(self.target, "a watch line", self.limit)
+        return lines
+
+    def rest(self) -> str | None:
+        """The last line, when the stream ended without a newline."""
+        return self._buffer.decode(errors="replace") if self._buffer else None
+
+
+@contextlib.asynccontextmanager
+async def deadline_of(seconds: float | None, target: str) -> AsyncIterator[None]:
+    """Raise :class:`DeadlineExceeded` when the body takes longer than ``seconds`` (None: never)."""
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            yield
+    except TimeoutError as exc:
+        if seconds is not None and scope.expired():
+            raise DeadlineExceeded(target, seconds) from exc
+        raise
 
 
 @dataclasses.dataclass
@@ -95,8 +196,9 @@ class Transport(Protocol):
 
     async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                       headers: Headers = (), body: bytes | None = None,
-                      read_timeout: float | None = 30.0) -> Response:
-        """Send one request and read the whole response."""
+                      read_timeout: float | None = 30.0,
+                      deadline: float | None = None) -> Response:
+        """Send one request and read the whole response, all within ``deadline`` seconds."""
 
     def stream(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                headers: Headers = (), idle_timeout: float | None = None
@@ -155,32 +257,46 @@ def refused(exc: BaseException) -> bool:
 class StreamResponse:
     """A response whose body is read incrementally, line by line (watch streams)."""
 
-    def __init__(self, response: httpx.Response, target: str) -> None:
+    def __init__(self, response: httpx.Response, target: str, *, max_body: int,
+                 max_line: int) -> None:
         self._response = response
         self._target = target
+        self._max_body = max_body
+        self._max_line = max_line
         self.status = response.status_code
         self.headers: Mapping[str, str] = response.headers
 
     async def read_all(self) -> bytes:
-        """The rest of the body."""
+        """The rest of the body (at most the transport's ``max_response_bytes``)."""
         try:
-            return await self._response.aread()
+            check_length(self.headers, self._max_body, self._target)
+            return await collect(self._response.aiter_raw(), self._max_body, self._target)
+        except TransportError:
+            raise
         except (httpx.HTTPError, OSError) as exc:
             raise _translate(exc, self._target) from exc
 
     async def lines(self) -> AsyncIterator[str]:
         """Yield each line of the body; every read is bounded by the stream's idle timeout.
 
+        A line longer than the transport's ``max_line_bytes`` is :class:`TooLarge`.
         A body that ends without a final newline yields its last partial line
         too; callers parsing JSON must expect it to be incomplete.
         """
+        splitter = LineSplitter(self._max_line, self._target)
         try:
-            async for line in self._response.aiter_lines():
-                yield line
+            async for chunk in self._response.aiter_raw():
+                for line in splitter.feed(chunk):
+                    yield line
+        except TransportError:
+            raise
         except httpx.ReadTimeout as exc:
             raise TimeoutError(f"{self._target}: no data for the idle timeout") from exc
         except (httpx.HTTPError, OSError) as exc:
             raise _translate(exc, self._target) from exc
+        last = splitter.rest()
+        if last is not None:
+            yield last
 
 
 def split_base_url(base_url: str) -> tuple[str, str]:
@@ -201,13 +317,17 @@ class HttpTransport:
         ssl_context: ssl.SSLContext | None,
         *,
         proxy: Proxy | None = None,
-        max_connections: int = 16,
+        max_connections: int | None = 16,
         connect_timeout: float = 10.0,
         user_agent: str = "clusterhealth",
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.base_url, self.target = split_base_url(base_url)
         self.proxy = proxy
         self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
+        self.max_line_bytes = max_line_bytes
         self._client = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(
                 # Never httpx's default (it loads certifi's bundle: time and memory);
@@ -248,14 +368,31 @@ class HttpTransport:
         headers: Headers = (),
         body: bytes | None = None,
         read_timeout: float | None = 30.0,
+        deadline: float | None = None,
     ) -> Response:
-        """Send one request and read the whole response (each read within ``read_timeout``)."""
+        """Send one request and read the whole response.
+
+        Each read waits at most ``read_timeout``; everything together at most
+        ``deadline`` seconds (:class:`DeadlineExceeded`).  A body larger than
+        ``max_response_bytes`` is :class:`TooLarge`.
+        """
         request = self._build(method, path, query, headers, body, read_timeout)
         try:
-            response = await self._client.send(request)
-        except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
+            async with deadline_of(deadline, self.target):
+                response = await self._client.send(request, stream=True)
+                try:
+                    check_length(response.headers, self.max_response_bytes, self.target)
+                    content = await collect(response.aiter_raw(), self.max_response_bytes,
+                                            self.target)
+                finally:
+                    await response.aclose()
+        except (httpx.HTTPError, ssl.SSLError) as exc:
             raise _translate(exc, self.target) from exc
-        return Response(response.status_code, response.headers, response.content)
+        except OSError as exc:
+            if isinstance(exc, TransportError):
+                raise
+            raise _translate(exc, self.target) from exc
+        return Response(response.status_code, response.headers, content)
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -274,7 +411,8 @@ class HttpTransport:
         except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
             raise _translate(exc, self.target) from exc
         try:
-            yield StreamResponse(response, self.target)
+            yield StreamResponse(response, self.target, max_body=self.max_response_bytes,
+                                 max_line=self.max_line_bytes)
         finally:
             await response.aclose()
 

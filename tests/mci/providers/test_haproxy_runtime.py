@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import pathlib
 import socket
@@ -10,6 +11,7 @@ from collections.abc import Awaitable, Callable
 import lbkit
 import pytest
 
+from clusterhealth_core.kube import errors
 from clusterhealth_localenv import haproxy, processes
 from clusterhealth_mci.providers import base
 from clusterhealth_mci.providers.haproxy import provider, runtime
@@ -44,6 +46,47 @@ async def test_client_reports_refusals(lb: lbkit.LoadBalancer) -> None:
         assert [(e.key, e.value) for e in await client.show_map(lb.layout.exact_map)] == \
             [("a;b\\c", "v")]
         assert (await client.show_info())["Pid"]  # the connection is still usable
+    finally:
+        await client.close()
+
+
+async def test_a_command_cancelled_before_its_reply_does_not_answer_the_next(
+        lb: lbkit.LoadBalancer) -> None:
+    client = runtime.RuntimeClient(lb.server.admin_socket, timeout=5)
+    try:
+        await client.show_info()
+        pending = asyncio.create_task(client.show_servers_state())
+        while not client.history or client.history[-1] != "show servers state":
+            await asyncio.sleep(0)  # until the command is on its way
+        pending.cancel()  # a term of leadership ends with it in flight
+        await asyncio.gather(pending, return_exceptions=True)
+        assert "Pid" in await client.show_info()  # its own reply, not the cancelled one's
+    finally:
+        await client.close()
+
+
+async def test_commands_that_change_haproxy_ask_the_guard_first(
+        lb: lbkit.LoadBalancer) -> None:
+    leading = [True]
+
+    def fence() -> None:
+        if not leading[0]:
+            raise errors.NotLeader("replica-a does not lead lease default/mci: write refused")
+
+    client = runtime.RuntimeClient(lb.server.admin_socket, timeout=5, guard=fence)
+    try:
+        await client.set_server_weight("mci_slot_0", "s1", 7)
+        leading[0] = False
+        with pytest.raises(runtime.RuntimeFenced, match="'set server mci_slot_0/s1 weight 9' "
+                                                        "not sent: replica-a does not lead"):
+            await client.set_server_weight("mci_slot_0", "s1", 9)
+        with pytest.raises(runtime.RuntimeFenced):
+            await client.add_map(lb.layout.exact_map, "fenced", "mci_slot_0")
+        # reads pass, and show that nothing was changed
+        weights = {s.server: s.weight for s in await client.show_servers_state("mci_slot_0")}
+        assert weights["s1"] == 7
+        assert await client.show_map(lb.layout.exact_map) == []
+        assert "set server mci_slot_0/s1 weight 9" not in client.history
     finally:
         await client.close()
 

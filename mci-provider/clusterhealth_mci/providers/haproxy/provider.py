@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
 from clusterhealth_core import clock as clocks
 from clusterhealth_mci.providers import base, plan
@@ -100,6 +100,7 @@ class HAProxyProvider(base.Provider):
         poll_interval: float = 0.1,
         monitor_interval: float | None = 5.0,
         command_timeout: float = 5.0,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.layout = config
         self._exact_map, self._prefix_map = config.exact_map, config.prefix_map
@@ -108,7 +109,8 @@ class HAProxyProvider(base.Provider):
         self.clock = clock or clocks.Clock()
         self.poll_interval = poll_interval
         self.monitor_interval = monitor_interval
-        self.client = runtime.RuntimeClient(socket_address, timeout=command_timeout)
+        self.client = runtime.RuntimeClient(socket_address, timeout=command_timeout, guard=fence)
+        """``fence``: the leader-election fence, asked before every command that changes HAProxy."""
         self.restarts_detected = 0
         """HAProxy processes replaced under the provider (each one re-applied)."""
         self.drain_timeouts = 0

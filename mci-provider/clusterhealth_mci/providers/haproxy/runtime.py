@@ -8,9 +8,15 @@ with ``"\\n> "``), so a burst of commands costs one round trip each instead
 of one connection each; commands are serialized by a lock.  A reused
 connection that turns out dead (HAProxy's ``stats timeout`` closed it, or
 HAProxy restarted) is replaced once, transparently; every other failure is
-a :class:`RuntimeApiError`.  :attr:`RuntimeClient.connections` counts the
-connections opened, so the caller can notice that HAProxy may have been
-restarted under it.
+a :class:`RuntimeApiError`.  A command cancelled before its reply was read
+closes the connection, so that reply is never taken for the next command's.
+:attr:`RuntimeClient.connections` counts the connections opened, so the
+caller can notice that HAProxy may have been restarted under it.
+
+Given a ``guard`` (the leader-election fence, as for API writes), every
+command that changes something asks it immediately before the command is
+written to the socket: a former leader, paused past its Lease and resumed,
+sends HAProxy nothing but ``show`` commands (:class:`RuntimeFenced`).
 
 The parsers are pure functions over the text HAProxy 2.6 prints, tested on
 captured output.
@@ -25,8 +31,9 @@ import csv
 import dataclasses
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from clusterhealth_core.kube import errors
 from clusterhealth_mci.providers import base
 
 PROMPT = b"\n> "
@@ -61,6 +68,19 @@ class RuntimeApiError(base.ProviderError):
 
 class RuntimeConnectionError(RuntimeApiError):
     """The runtime API socket could not be reached or broke mid-command."""
+
+
+class RuntimeFenced(RuntimeApiError):
+    """A command that changes HAProxy refused locally: this process may no longer lead."""
+
+
+READ_ONLY = ("show ", "help", "prompt", "quit")
+"""Commands that change nothing (sent without asking the guard)."""
+
+
+def changes_state(command: str) -> bool:
+    """Whether ``command`` changes HAProxy (anything but ``show ...``, ``help``, ...)."""
+    return not (command == "show" or command.startswith(READ_ONLY))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,9 +256,12 @@ def parse_address(address: str) -> tuple[str, int] | str:
 class RuntimeClient:
     """One prompt-mode connection to HAProxy's runtime API; commands run one at a time."""
 
-    def __init__(self, address: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, *, timeout: float = 5.0,
+                 guard: Callable[[], None] | None = None) -> None:
         self.address = address
         self.timeout = timeout
+        self.guard = guard
+        """Asked before every command that changes HAProxy; raises ``errors.NotLeader``."""
         self.connections = 0
         """Connections opened so far (a new one may mean a new HAProxy process)."""
         self.history: collections.deque[str] = collections.deque(maxlen=1000)
@@ -256,6 +279,7 @@ class RuntimeClient:
                 reused = self._stream is not None
                 try:
                     reader, writer = await self._connection()
+                    self._fence(command)  # the last step before the command is written
                     self.history.append(command)
                     async with asyncio.timeout(self.timeout):
                         raw = await self._roundtrip(reader, writer, command)
@@ -279,6 +303,11 @@ class RuntimeClient:
                 except asyncio.LimitOverrunError as exc:
                     await self._drop()
                     raise RuntimeApiError(f"reply to {command!r} too large", command) from exc
+                except asyncio.CancelledError:
+                    # cancelled between writing the command and reading its whole reply (a term
+                    # of leadership ending): that reply would be read as the next command's
+                    self._discard()
+                    raise
                 return raw[: -len(PROMPT)].decode(errors="replace")
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -357,6 +386,14 @@ class RuntimeClient:
     async def _write(self, command: str) -> None:
         expect_empty(command, await self.execute(command))
 
+    def _fence(self, command: str) -> None:
+        if self.guard is None or not changes_state(command):
+            return
+        try:
+            self.guard()
+        except errors.NotLeader as exc:
+            raise RuntimeFenced(f"{self.address}: {command!r} not sent: {exc}", command) from exc
+
     @staticmethod
     async def _roundtrip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                          command: str) -> bytes:
@@ -384,6 +421,12 @@ class RuntimeClient:
         async with asyncio.timeout(self.timeout):
             await reader.readuntil(PROMPT)
         return self._stream
+
+    def _discard(self) -> None:
+        """Close the connection at once (no await: for a cancelled command)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream[1].close()
 
     async def _drop(self) -> None:
         stream, self._stream = self._stream, None

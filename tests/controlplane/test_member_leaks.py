@@ -46,6 +46,7 @@ from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources, transport
 from clusterhealth_localenv import environment
 from clusterhealth_mci import controller as mci
+from clusterhealth_mci import members as mci_members
 from clusterhealth_mci import metrics as mci_metrics
 from clusterhealth_mci.providers import fake
 
@@ -216,8 +217,10 @@ async def controllers(cp: kube.ApiClient) -> AsyncIterator[Controllers]:
     provider = fake.FakeProvider(clock=clock)
     lb = runner.ElectedController(
         cp, False, election.ElectionConfig("leaks-lb", "default"), clock,
-        make=lambda term: mci.MCIController(term, provider, mci.ControllerSettings(),
-                                            lb_metrics),
+        # the Clusters' own credentials: this test is about the pools, not whose token
+        make=lambda term: mci.MCIController(
+            term, provider, mci.ControllerSettings(member_credentials=mci_members.CLUSTER),
+            lb_metrics),
         leader_gauge=lb_metrics.is_leader, metrics=process,
         term=runner.TermSettings(mci.COMPONENT))
     tasks = [asyncio.create_task(plane.run()), asyncio.create_task(lb.run())]

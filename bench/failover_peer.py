@@ -47,7 +47,8 @@ Phases (``--phases``):
   timers and where the replicas are, then again 30 s after the 3 are back.
 
 Run from the repository root, as root: ``python -m bench.failover_peer
-[--phases seed,fleet,storm] [--rounds 2] [--markdown docs/benchmarks.md]``.
+[--phases seed,fleet,storm] [--rounds 2] [--bindings 1000] [--storm-bindings 100]
+[--markdown docs/benchmarks.md [--section TITLE]]``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import math
 import pathlib
 import statistics
 import subprocess
@@ -68,6 +70,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from bench import report, runtime, takeover
+from clusterhealth_controlplane import options as product_options
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import demoview as view
@@ -729,11 +732,13 @@ class StormRound:
     """Whether the Clusters showed the storm guard's condition."""
     replicas_during: dict[str, int] = dataclasses.field(default_factory=dict)
     replicas_after: dict[str, int] = dataclasses.field(default_factory=dict)
+    window: float = 0.0
+    """Seconds watched beyond the timers."""
 
 
 async def storm_round(env: environment.LocalEnvironment, cp: kube.ApiClient, chain: Chain,
                       timers: Timers, count: int, window: float) -> StormRound:
-    result = StormRound(chain.name)
+    result = StormRound(chain.name, window=window)
     for member in STORM_KILLED:
         async with env.client(member) as api:
             await workloads.wait_runs_pods(api)
@@ -953,15 +958,21 @@ def fleet_figures(rounds: Sequence[FleetRound], count: int) -> list[report.Figur
     return figures
 
 
+def storm_bound(window: float) -> int:
+    """The most ours may evict while the guard holds: its shipped secondary rate, paced."""
+    return math.floor(product_options.Eviction().secondary_rate * window) + 1
+
+
 def storm_figures(rounds: Sequence[StormRound]) -> list[report.Figure]:
     figures = []
     for chain, label in (("ours", "ours"), ("karmada", "Karmada")):
         mine = [r for r in rounds if r.chain == chain]
+        bound = storm_bound(mine[0].window)
         figures.append(report.Figure(
             f"storm, {label}: placements evicted from the 3 killed members "
             f"(of {mine[0].placements})", tuple(float(r.evicted) for r in mine), "placements",
-            "0" if chain == "ours" else "-",
-            ("pass" if all(r.evicted == 0 for r in mine) else "FAIL") if chain == "ours"
+            f"<= {bound} (guard pace)" if chain == "ours" else "-",
+            ("pass" if all(r.evicted <= bound for r in mine) else "FAIL") if chain == "ours"
             else "recorded"))
     return figures
 
@@ -992,6 +1003,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--defaults-observe", type=float, default=900.0,
                         help="seconds the defaults phase waits for a failover")
     parser.add_argument("--markdown", type=pathlib.Path)
+    parser.add_argument("--section", default=SECTION_TITLE,
+                        help="the Markdown section to write (a run of some phases apart)")
     options = parser.parse_args(args)
     phases = [p for p in options.phases.split(",") if p]
     unknown = set(phases) - {"seed", "fleet", "storm", "defaults"}
@@ -1024,8 +1037,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(note)
     if options.markdown is not None:
         command = report.command_line("bench.failover_peer", args)
-        report.write_section(options.markdown, SECTION_TITLE,
-                             report.section(SECTION_TITLE, figures, NOTES + notes, command))
+        report.write_section(options.markdown, options.section,
+                             report.section(options.section, figures, NOTES + notes, command))
     return 0
 
 

@@ -14,11 +14,13 @@ the Go module proxy) and the pause program of Kubernetes' own source
 (``build/pause/linux/pause.c`` in the ``k8s.io/kubernetes`` module, compiled
 with ``gcc -static`` as its Makefile does).
 
-Karmada's ``karmada-aggregated-apiserver`` and ``karmada-controller-manager``
-(the local environment's Karmada control-plane mode) are built the same way
-from ``github.com/karmada-io/karmada``, with upstream's own ``replace``
-directives copied; Karmada's CRD manifests are taken from that module's source
-in the Go module cache at build time and kept next to the binaries.
+Karmada's ``karmada-aggregated-apiserver``, ``karmada-controller-manager``,
+``karmada-scheduler`` and ``karmada-webhook`` (the local environment's Karmada
+control-plane mode) are built the same way from
+``github.com/karmada-io/karmada``, with upstream's own ``replace`` directives
+copied; Karmada's CRD manifests and its webhook configuration are taken from
+that module's source in the Go module cache at build time and kept next to the
+binaries.
 
 Every module is verified: ``go mod tidy`` writes the generated module's
 ``go.sum`` with each module's hash checked against the checksum database
@@ -63,6 +65,9 @@ PAUSE_VERSION = "3.10.1"
 KARMADA_MODULE = "github.com/karmada-io/karmada"
 KARMADA_CRD_SOURCE = "charts/karmada/_crds/bases"
 """Where Karmada's module keeps its CRD manifests (what its chart and karmadactl install)."""
+KARMADA_WEBHOOK_CONFIGURATION = "artifacts/deploy/webhook-configuration.yaml"
+"""Karmada's (Mutating|Validating)WebhookConfiguration for ``karmada-webhook``, as its
+installers apply it (``{{caBundle}}`` and the Service URL filled in)."""
 GOPROXY_DEFAULT = "https://proxy.golang.org"
 
 _MOD_FLAGS = "-buildvcs=false -mod=mod"
@@ -570,8 +575,11 @@ def _copy_karmada_crds(module_dir: pathlib.Path, crd_dir: pathlib.Path) -> None:
 
 def _build_karmada(version: str, out_dir: pathlib.Path,
                    commands: Sequence[str] = ("aggregated-apiserver", "controller-manager"),
-                   crds: bool = True) -> None:
-    """Build Karmada's ``cmd/<command>`` programs (``karmada-<command>``) of ``version``."""
+                   crds: bool = True, files: Sequence[str] = ()) -> None:
+    """Build Karmada's ``cmd/<command>`` programs (``karmada-<command>``) of ``version``.
+
+    ``files`` (paths in Karmada's module) are copied beside them by their base name.
+    """
     go = go_tool()
     with tempfile.TemporaryDirectory(prefix="clusterhealth-karmadabuild-") as tmp:
         work = pathlib.Path(tmp)
@@ -597,6 +605,12 @@ def _build_karmada(version: str, out_dir: pathlib.Path,
             )
         if crds:
             _copy_karmada_crds(pathlib.Path(str(info["Dir"])), partial / "crds")
+        for relative in files:
+            source = pathlib.Path(str(info["Dir"])) / relative
+            if not source.is_file():
+                raise ProvisionError(f"{KARMADA_MODULE} {version} has no {relative}")
+            shutil.copyfile(source, partial / source.name)
+            (partial / source.name).chmod(0o644)
         shutil.rmtree(out_dir, ignore_errors=True)
         partial.rename(out_dir)
 
@@ -638,12 +652,46 @@ def ensure_karmada_scheduler(version: str = KARMADA_VERSION) -> pathlib.Path:
     return binary
 
 
+@dataclasses.dataclass(frozen=True)
+class KarmadaWebhook:
+    """``karmada-webhook`` and the webhook configuration Karmada installs with it."""
+
+    binary: pathlib.Path
+    configuration: pathlib.Path
+
+    def complete(self) -> bool:
+        """Whether both files are in place (a finished build)."""
+        return self.binary.exists() and self.configuration.exists()
+
+
+def ensure_karmada_webhook(version: str = KARMADA_VERSION) -> KarmadaWebhook:
+    """Return Karmada's admission webhook (``cmd/webhook``, unmodified), built once.
+
+    Its webhook configuration (``artifacts/deploy/webhook-configuration.yaml``
+    of the same module) is kept beside it: the local environment's Karmada
+    mode registers it as Karmada's installers do.
+    """
+    out_dir = cache_root() / "bin" / f"karmada-{version}-webhook"
+    webhook = KarmadaWebhook(out_dir / "karmada-webhook",
+                             out_dir / pathlib.PurePath(KARMADA_WEBHOOK_CONFIGURATION).name)
+    if webhook.complete():
+        return webhook
+    with _build_lock(out_dir.name):
+        if not webhook.complete():
+            out_dir.parent.mkdir(parents=True, exist_ok=True)
+            _build_karmada(version, out_dir, ("webhook",), crds=False,
+                           files=(KARMADA_WEBHOOK_CONFIGURATION,))
+    return webhook
+
+
 def main() -> int:
     """Provision every binary and print where it is."""
     try:
         binaries = ensure_kubernetes()
         helm = ensure_helm()
         karmada = ensure_karmada()
+        karmada_scheduler = ensure_karmada_scheduler()
+        karmada_webhook = ensure_karmada_webhook()
         workloads = ensure_workload_parts()
         kubectl = ensure_kubectl()
         nodes = ensure_node_parts()
@@ -656,6 +704,8 @@ def main() -> int:
     print(f"karmada:        {karmada.aggregated_apiserver}")
     print(f"                {karmada.controller_manager}")
     print(f"karmada CRDs:   {karmada.crd_dir}")
+    print(f"                {karmada_scheduler}")
+    print(f"                {karmada_webhook.binary}")
     print(f"kube-controller-manager: {workloads.kube_controller_manager}")
     print(f"kube-scheduler: {workloads.kube_scheduler}")
     print(f"kwok:           {workloads.kwok}")

@@ -157,6 +157,8 @@ class LocalEnvironment:
         self.karmada: karmada.KarmadaControlPlane | None = None
         """Karmada's processes, in Karmada mode (after :meth:`start`)."""
         self._front_proxy: karmada.FrontProxy | None = None
+        self._karmada_extras: tuple[pathlib.Path | None, bins.KarmadaWebhook | None,
+                                    pathlib.Path | None] = (None, None, None)
         self.workloads: dict[str, workloads.MemberWorkloads] = {}
         """Per member, what runs its workloads (with ``EnvironmentConfig.workloads``)."""
         self.node_env: nodes.NodeEnvironment | None = None
@@ -180,9 +182,11 @@ class LocalEnvironment:
             raise ValueError(f"unknown control_plane {self.config.control_plane!r}")
         karmada_binaries: bins.KarmadaBinaries | None = None
         if self.is_karmada:
-            self.binaries, karmada_binaries = await asyncio.gather(
+            self.binaries, karmada_binaries, self._karmada_extras = await asyncio.gather(
                 asyncio.to_thread(bins.ensure_kubernetes, self.config.kubernetes_version),
                 asyncio.to_thread(bins.ensure_karmada, self.config.karmada.version),
+                asyncio.to_thread(_karmada_extras, self.config.karmada,
+                                  self.config.kubernetes_version),
             )
             self._front_proxy = karmada.FrontProxy.create(self.workdir / "front-proxy")
         else:
@@ -222,9 +226,9 @@ class LocalEnvironment:
             await self._start_nodes(self.node_env)
         await self._register_members()
         if self.karmada is not None:
-            await self.karmada.start_controller_manager()
-            if self.config.karmada.wait_members_ready:
-                async with self.client() as api:
+            async with self.client() as api:
+                await self.karmada.start_chain(api)
+                if self.config.karmada.wait_members_ready:
                     await self.karmada.wait_members_ready(api, self.config.members)
 
     async def stop(self) -> None:
@@ -356,16 +360,19 @@ class LocalEnvironment:
             self.ca, control_plane.kubeconfig, self.etcd_url,
             # One etcd prefix with the kube-apiserver, as Karmada shares /registry.
             f"{ETCD_PREFIX}/{CONTROL_PLANE}", self.config.start_timeout,
+            scheduler=self._karmada_extras[0], webhook=self._karmada_extras[1],
+            kube_controller_manager=self._karmada_extras[2],
         )
         self.karmada.start_aggregated_apiserver()
         context = control_plane.credentials().ssl_context()
         assert isinstance(context, ssl.SSLContext)
         await asyncio.gather(
-            self._install_crds(karmada.load_crds(binaries)),
+            self._install_crds(karmada.load_crds(binaries, self.config.karmada.crds)),
             self.karmada.wait_aggregated_apiserver(context),
         )
         async with self.client() as api:
             await self.karmada.register(api)
+        await self.karmada.start_kube_controller_manager()
 
     async def _start_workloads(self, parts: bins.WorkloadBinaries) -> None:
         """Per member: controller manager, scheduler, kwok; wait for them and the Nodes."""
@@ -578,6 +585,17 @@ class LocalEnvironment:
 async def _create_namespace(api: kube.ApiClient, name: str) -> None:
     with contextlib.suppress(errors.Conflict):
         await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
+
+
+def _karmada_extras(settings: karmada.KarmadaSettings, kubernetes_version: str
+                    ) -> tuple[pathlib.Path | None, bins.KarmadaWebhook | None,
+                               pathlib.Path | None]:
+    """Karmada's scheduler and webhook and a ``kube-controller-manager``, if the settings ask."""
+    scheduler = bins.ensure_karmada_scheduler(settings.version) if settings.scheduler else None
+    webhook = bins.ensure_karmada_webhook(settings.version) if settings.webhook else None
+    kcm = (bins.ensure_workload_parts(kubernetes_version).kube_controller_manager
+           if settings.kube_controller_manager else None)
+    return scheduler, webhook, kcm
 
 
 async def _wait_established(api: kube.ApiClient, name: str, timeout: float) -> None:

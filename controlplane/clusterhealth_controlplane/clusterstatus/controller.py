@@ -1,7 +1,8 @@
 """The cluster-status controller's API side: probes, member caches and the status write.
 
 * A key is one Cluster.  Its reconcile comes back every
-  ``--cluster-status-update-frequency``; a Cluster added or whose spec
+  ``--cluster-status-update-frequency``, or when a flip of Ready waiting for
+  its threshold falls due (:func:`.decision.recheck_after`); a Cluster added or whose spec
   changed is reconciled at once; a deleted one has its caches, memory and
   metric series dropped.
 * Push clusters: ``GET /readyz`` (404: ``/healthz``) with the Cluster's
@@ -166,7 +167,8 @@ class ClusterStatusController:
         if decision.differs(current_status, wanted):
             await self._write(cluster, wanted)
         self._after(cluster, seen, ready)
-        return reconcile.Result(requeue_after=self.health.update_frequency)
+        return reconcile.Result(requeue_after=decision.recheck_after(
+            self.memory[name], ready, self.term.clock.monotonic(), self.health))
 
     async def _probe(self, name: str, api: kube.ApiClient) -> tuple[decision.Outcome, str]:
         started = self.term.clock.monotonic()

@@ -115,6 +115,10 @@ def of_condition(condition: Mapping[str, Any] | None) -> Observation | None:
                        str(condition.get("message", "")))
 
 
+MIN_RECHECK = 0.01
+"""Seconds: the soonest a probe is repeated (a flip due now is probed again at once)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """What the controller remembers of one member between probes (never written)."""
@@ -153,6 +157,23 @@ def adjust(memory: Memory, seen: Observation, current: Observation | None, now: 
     if flips and now < memory.since + threshold:
         return memory, current
     return memory, seen
+
+
+def recheck_after(memory: Memory, written: Observation, now: float,
+                  health: options.ClusterHealth) -> float:
+    """Seconds until the next probe: the update frequency, or sooner if a flip falls due.
+
+    While the probe results differ from the written Ready (a flip waiting for its
+    threshold), the next probe comes when the threshold is reached rather than
+    up to one period later, so Ready changes at ``since + threshold``.
+    """
+    if memory.observed_status is None or (
+            (memory.observed_status == TRUE) == (written.status == TRUE)):
+        return health.update_frequency
+    threshold = (health.success_threshold if memory.observed_status == TRUE
+                 else health.failure_threshold)
+    due = memory.since + threshold - now
+    return min(health.update_frequency, max(due, MIN_RECHECK))
 
 
 def unknown(memory: Memory, current: Observation | None, now: float,

@@ -4,9 +4,12 @@ A key is one binding (the binding controller's keys).  Its reconcile reads
 the binding's Works (indexed by the annotations the binding controller put
 on them), writes ``status.aggregatedStatus`` (one entry per cluster) and the
 ``FullyApplied`` condition as ``clusterhealth-binding-status`` (the
-scheduler's condition and fields are left alone: the list-maps merge by
-``clusterName`` and ``type``), and, for a Deployment, writes the members'
-summed status to the template's status subresource in the control plane.
+scheduler's condition and fields are left alone: on our CRDs the list-maps
+merge by ``clusterName`` and ``type``; on Karmada's, where the lists are
+atomic, the writer merges its condition into the live list, through
+:class:`clusterhealth_core.status.StatusWriter`), and, for a Deployment, writes
+the members' summed status to the template's status subresource in the
+control plane.
 Writes happen only when something changed.  Re-queued when a Work of the
 binding changes and when the binding's spec changes.
 """
@@ -32,6 +35,8 @@ SYNC_TIMEOUT = 10.0
 RETRY_UNREADABLE = 30.0
 """While a template kind's cache loads it is looked at every ``SYNC_POLL`` seconds; past
 ``SYNC_TIMEOUT`` (a kind that cannot be listed) every ``RETRY_UNREADABLE``."""
+STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
+"""The binding status fields this controller owns (its condition: ``FullyApplied``)."""
 
 
 class BindingStatusController:
@@ -48,6 +53,8 @@ class BindingStatusController:
         self.index = binding.WorkIndex()
         self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        self.writers: dict[str, status.StatusWriter] = {}
+        """The status writers of bindings and cluster bindings, by plural."""
         self.controller = reconcile.Controller(
             CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
             settings=reconcile.ControllerSettings(workers=context.workers))
@@ -62,6 +69,9 @@ class BindingStatusController:
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
+        for resource in (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS):
+            self.writers[resource.plural] = await self.term.status_writer(
+                resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({decision.FULLY_APPLIED}))
         for cache in (self.bindings, self.cluster_bindings, self.works):
             await cache.wait_synced()
         await self.controller.run()
@@ -119,10 +129,9 @@ class BindingStatusController:
         target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
             else resources.RESOURCE_BINDINGS
         with contextlib.suppress(errors.NotFound):
-            await status.apply_status(self.api, target, ref.name,
-                                      {"aggregatedStatus": items, "conditions": [condition]},
-                                      field_manager=FIELD_MANAGER,
-                                      namespace=ref.namespace or None)
+            await self.writers[target.plural].write(
+                ref.name, {"aggregatedStatus": items, "conditions": [condition]},
+                namespace=ref.namespace or None)
 
     async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
                               ) -> reconcile.Result | None:

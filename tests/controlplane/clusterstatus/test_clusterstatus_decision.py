@@ -289,3 +289,25 @@ def test_desired_status_keeps_the_fields_not_refreshed_and_others_out() -> None:
     assert refreshed["kubernetesVersion"] == "v1.34.4"
     # written as it stands: nothing to write
     assert not decision.differs({**current, **wanted}, wanted)
+
+
+FAST = options.ClusterHealth(update_frequency=0.5, failure_threshold=2.0,
+                             success_threshold=1.0)
+
+
+@pytest.mark.parametrize(("observed", "since", "written", "now", "expected"), [
+    (None, 0.0, "True", 0.0, 0.5),          # nothing probed yet: the period
+    ("True", 0.0, "True", 3.0, 0.5),        # results agree with Ready: the period
+    ("False", 10.0, "False", 11.0, 0.5),
+    ("False", 10.0, "True", 10.0, 0.5),     # a failure: its threshold is 2 s away
+    ("False", 10.0, "True", 11.7, 0.3),     # ... 0.3 s away: probe then, not 0.5 s later
+    ("False", 10.0, "True", 12.0, 0.01),    # due now (the write lagged): at once
+    ("True", 10.0, "False", 10.8, 0.2),     # recovery: the success threshold (1 s)
+    ("Unknown", 10.0, "True", 11.9, 0.1),   # Unknown waits as False does
+])
+def test_a_flip_is_probed_again_when_its_threshold_falls_due(
+        observed: str | None, since: float, written: str, now: float,
+        expected: float) -> None:
+    memory = decision.Memory(first_seen=0.0, observed_status=observed, since=since)
+    ready = decision.Observation(written, "r", "m")
+    assert decision.recheck_after(memory, ready, now, FAST) == pytest.approx(expected)

@@ -16,11 +16,12 @@ import contextlib
 import datetime
 import os
 import pathlib
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from clusterhealth_cli import errors, explain, live, remedytest, testfile
+from clusterhealth_cli import errors, explain, join, joinplan, live, remedytest, testfile
 from clusterhealth_controlplane import options
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import retry, settings
@@ -38,6 +39,7 @@ EXIT_CODES = f"""exit codes:
   {errors.INPUT}   a file could not be used (not YAML, not a test file, an invalid Remedy)
   {errors.NOT_FOUND}   the Cluster does not exist
   {errors.API}   the control plane could not be used (kubeconfig, unreachable, refused)
+  {errors.CONFLICT}   join: the member is registered under another name, or the name is taken
   {errors.INTERNAL}  a bug in this command
 """
 
@@ -101,7 +103,110 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
              "an eviction task ends at the latest (default: its default, "
              f"{options.Eviction().graceful_eviction_timeout:g}s)")
     cluster.set_defaults(run=run_explain_cluster)
+    add_join_parsers(commands)
     return parser
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    try:
+        return joinplan.parse_kinds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cluster_name(text: str) -> str:
+    problem = joinplan.check_name(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def add_join_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``join`` and ``unjoin`` (docs/operations.md, "Join a member")."""
+    join_parser = commands.add_parser(
+        "join", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="register a member cluster with its identities (karmadactl join's shape)",
+        description="Register a member cluster in Push mode: its identity in the member "
+                    "(ServiceAccount karmada-NAME and its ClusterRole), its token in the "
+                    "Secret karmada-cluster/NAME of the control plane (caBundle, token), "
+                    "the Cluster, the agent's identity in the control plane (it may write "
+                    "only its own Cluster's status) and its kubeconfig Secret in the "
+                    "member; optionally the agent and the MCI provider's member RBAC (helm). "
+                    "Run it again to repair: what is right stays unchanged.",
+        epilog=EXIT_CODES)
+    join_parser.add_argument("name", metavar="NAME", type=_cluster_name,
+                             help="the Cluster's name (a DNS label, at most 48 characters)")
+    _member_flags(join_parser, required=True)
+    settings.add_kube_flags(join_parser, what="the control plane")
+    join_parser.add_argument(
+        "--control-plane-endpoint", metavar="URL", default=None,
+        help="the control plane's address as the member's agent reaches it (default: the "
+             "--kubeconfig server); use an IP address: the agent must reach it while the "
+             "member's DNS is broken")
+    join_parser.add_argument("--member-access", choices=joinplan.ACCESS_MODES,
+                             default="scoped",
+                             help="the member identity's rights: scoped (default) what the "
+                                  "controllers do there, full every verb on everything "
+                                  "(karmadactl join's)")
+    join_parser.add_argument("--member-kinds", metavar="KINDS", type=_kinds,
+                             default=joinplan.DEFAULT_KINDS,
+                             help="with scoped access, the kinds it may apply: GROUP/RESOURCE "
+                                  "or RESOURCE, comma-separated (default: the controlplane "
+                                  f"chart's templateKinds, {','.join(joinplan.DEFAULT_KINDS)})")
+    join_parser.add_argument("--cluster-provider", default=None, help="Cluster spec.provider")
+    join_parser.add_argument("--cluster-region", default=None, help="Cluster spec.region")
+    join_parser.add_argument("--agent-chart", metavar="CHART", default=None,
+                             help="install the agent in the member with helm from this chart "
+                                  "(a folder, a packaged .tgz, repo/name or oci://...)")
+    join_parser.add_argument("--agent-values", metavar="FILE", action="append", default=[],
+                             help="values for the agent chart (repeatable)")
+    join_parser.add_argument("--mci-chart", metavar="CHART", default=None,
+                             help="install the MCI provider's read-only member RBAC "
+                                  "(target=member) from this chart, bound to the member "
+                                  "identity")
+    join_parser.add_argument("--token-duration", metavar="DURATION", type=settings.duration,
+                             default=None,
+                             help="issue expiring tokens (TokenRequest API) of this lifetime "
+                                  "instead of long-lived token Secrets; run join again before "
+                                  "they expire")
+    join_parser.add_argument("--wait", metavar="DURATION", type=settings.duration,
+                             default=60.0,
+                             help="how long a token Secret may take to be filled "
+                                  "(default: 60s)")
+    join_parser.add_argument("--dry-run", action="store_true",
+                             help="read, and print what would be created or configured; "
+                                  "change nothing")
+    join_parser.set_defaults(run=run_join)
+
+    unjoin_parser = commands.add_parser(
+        "unjoin", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="remove a member cluster and what join made for it",
+        description="Delete the Cluster, its Secret and the agent's identity in the control "
+                    "plane; with --cluster-kubeconfig also the member identity, the agent's "
+                    "kubeconfig Secret and the helm releases join installed there. Objects "
+                    "join did not make are kept.",
+        epilog=EXIT_CODES)
+    unjoin_parser.add_argument("name", metavar="NAME", help="the Cluster's name")
+    _member_flags(unjoin_parser, required=False)
+    settings.add_kube_flags(unjoin_parser, what="the control plane")
+    unjoin_parser.add_argument("--wait", metavar="DURATION", type=settings.duration,
+                               default=60.0,
+                               help="how long the Cluster may take to go (default: 60s)")
+    unjoin_parser.add_argument("--dry-run", action="store_true",
+                               help="print what would be deleted; change nothing")
+    unjoin_parser.set_defaults(run=run_unjoin)
+
+
+def _member_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("--cluster-kubeconfig", metavar="PATH", required=required,
+                        help="the member cluster's kubeconfig")
+    parser.add_argument("--cluster-context", metavar="NAME", default=None,
+                        help="its context (default: its current-context)")
+    parser.add_argument("--agent-namespace", default=joinplan.AGENT_NAMESPACE,
+                        help="the agent's namespace in the member (default: "
+                             f"{joinplan.AGENT_NAMESPACE})")
+    parser.add_argument("--helm", metavar="PATH", default="helm",
+                        help="the helm binary (default: helm on PATH)")
 
 
 # --- commands ---------------------------------------------------------------------------
@@ -150,6 +255,66 @@ def run_explain_cluster(args: argparse.Namespace, out: TextIO, err: TextIO, now:
     result = explain.build(found, moment, args.graceful_eviction_timeout)
     out.write(explain.to_json(result) if args.output == "json"
               else explain.render_text(result, moment))
+    return errors.OK
+
+
+def _client(credentials: kubeconfig.Credentials) -> kube.ApiClient:
+    return kube.ApiClient(credentials, timeout=10.0, backoff=BACKOFF,
+                          user_agent="clusterhealth-cli")
+
+
+def _load(path: str | None, context: str | None, what: str) -> kubeconfig.Credentials:
+    try:
+        return kubeconfig.load_default(path, context)
+    except kube_errors.ConfigError as exc:
+        raise errors.CliError(f"{what} kubeconfig: {exc}", errors.API) from None
+
+
+def run_join(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
+    """Join the member NAME."""
+    plane_creds = _load(args.kubeconfig, args.context, "control plane")
+    member_creds = _load(args.cluster_kubeconfig, args.cluster_context, "member")
+    plane = joinplan.ControlPlane(server=args.control_plane_endpoint or plane_creds.server,
+                                  ca=plane_creds.ca_data,
+                                  insecure=plane_creds.insecure_skip_tls_verify)
+    request = join.JoinRequest(
+        name=args.name, plane=plane,
+        options=joinplan.Options(access=args.member_access, kinds=args.member_kinds,
+                                 provider=args.cluster_provider, region=args.cluster_region,
+                                 agent_namespace=args.agent_namespace),
+        helm=join.Helm(binary=args.helm, kubeconfig=args.cluster_kubeconfig,
+                       context=args.cluster_context, agent_chart=args.agent_chart,
+                       agent_values=tuple(args.agent_values), mci_chart=args.mci_chart),
+        dry_run=args.dry_run, wait=args.wait, token_duration=args.token_duration)
+
+    async def go() -> None:
+        async with _client(plane_creds) as cp, _client(member_creds) as member:
+            await join.join(request, cp, member, out)
+
+    asyncio.run(go())
+    return errors.OK
+
+
+def run_unjoin(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
+    """Unjoin the member NAME."""
+    plane_creds = _load(args.kubeconfig, args.context, "control plane")
+    member_creds = (_load(args.cluster_kubeconfig, args.cluster_context, "member")
+                    if args.cluster_kubeconfig else None)
+    helm = (join.Helm(binary=args.helm, kubeconfig=args.cluster_kubeconfig,
+                      context=args.cluster_context)
+            if args.cluster_kubeconfig and shutil.which(args.helm) else None)
+    request = join.UnjoinRequest(name=args.name, agent_namespace=args.agent_namespace,
+                                 helm=helm, dry_run=args.dry_run, wait=args.wait)
+
+    async def go() -> None:
+        async with _client(plane_creds) as cp:
+            if member_creds is None:
+                await join.unjoin(request, cp, None, out)
+                return
+            async with _client(member_creds) as member:
+                await join.unjoin(request, cp, member, out)
+
+    asyncio.run(go())
     return errors.OK
 
 

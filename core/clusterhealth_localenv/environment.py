@@ -107,6 +107,12 @@ class EnvironmentConfig:
     workloads: workloads.WorkloadSettings | None = None
     """Members that run workloads (a controller manager, a scheduler and kwok's simulated
     Nodes each, see :mod:`.workloads`); None: bare API servers."""
+    register_members: bool = True
+    """Register every member (a Cluster and its Secret); False leaves that to the test
+    (``clusterhealth join``)."""
+    token_controllers: bool = False
+    """Run ``kube-controller-manager`` with only the controllers that fill ServiceAccount
+    token Secrets and collect garbage, on every API server, as a real cluster has them."""
 
 
 class LocalEnvironment:
@@ -127,6 +133,8 @@ class LocalEnvironment:
         """Karmada's processes, in Karmada mode (after :meth:`start`)."""
         self._front_proxy: karmada.FrontProxy | None = None
         self.workloads: dict[str, workloads.MemberWorkloads] = {}
+        self.token_controllers: list[processes.ManagedProcess] = []
+        """``EnvironmentConfig.token_controllers``: one per API server."""
         """Per member, what runs its workloads (with ``EnvironmentConfig.workloads``)."""
 
     # --- lifecycle -------------------------------------------------------
@@ -176,7 +184,10 @@ class LocalEnvironment:
             await self._start_karmada(karmada_binaries)
         if parts is not None:
             await self._start_workloads(await parts)
-        await self._register_members()
+        if self.config.token_controllers:
+            await self._start_token_controllers()
+        if self.config.register_members:
+            await self._register_members()
         if self.karmada is not None:
             await self.karmada.start_controller_manager()
             if self.config.karmada.wait_members_ready:
@@ -187,6 +198,7 @@ class LocalEnvironment:
         """Stop every process; remove the work directory if this object made it."""
         if self.karmada is not None:
             await self.karmada.stop()
+        await asyncio.gather(*(p.stop() for p in self.token_controllers))
         await asyncio.gather(*(w.stop() for w in self.workloads.values()))
         await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
         if self.etcd is not None:
@@ -292,6 +304,34 @@ class LocalEnvironment:
                 await self.workloads[member].wait_ready(api, context, self.config.start_timeout)
 
         await asyncio.gather(*(ready(m) for m in self.config.members))
+
+    async def _start_token_controllers(self) -> None:
+        """Per API server, a kube-controller-manager: token Secrets filled, garbage collected."""
+        parts = await asyncio.to_thread(bins.ensure_workload_parts,
+                                        self.config.kubernetes_version)
+        health: list[tuple[processes.ManagedProcess, str]] = []
+        for server in self.servers.values():
+            cert, key = self.ca.serving(f"{server.name}-token-controllers", [server.host],
+                                        ["localhost"]).write(server.directory, "tokens")
+            port = free_port(server.host)
+            process = processes.ManagedProcess(f"token-controllers[{server.name}]", [
+                str(parts.kube_controller_manager), f"--kubeconfig={server.kubeconfig}",
+                f"--authentication-kubeconfig={server.kubeconfig}",
+                f"--authorization-kubeconfig={server.kubeconfig}",
+                f"--bind-address={server.host}", f"--secure-port={port}",
+                f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+                f"--service-account-private-key-file={server.directory / 'sa.key'}",
+                f"--root-ca-file={self.workdir / 'ca.crt'}",
+                "--controllers=serviceaccount-token,garbagecollector",
+                "--leader-elect=false", "--profiling=false", "--v=1",
+            ], self.workdir / "logs" / f"{server.name}-token-controllers.log")
+            process.start()
+            self.token_controllers.append(process)
+            health.append((process, f"https://{server.host}:{port}/healthz"))
+        context = self.servers[CONTROL_PLANE].credentials().ssl_context()
+        assert isinstance(context, ssl.SSLContext)
+        for process, url in health:
+            await processes.wait_answering(process, url, context, self.config.start_timeout)
 
     async def _start_etcd(self) -> None:
         assert self.binaries is not None

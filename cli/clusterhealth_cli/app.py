@@ -23,8 +23,8 @@ from typing import TextIO
 
 from clusterhealth_cli import errors, explain, join, joinplan, live, remedytest, testfile
 from clusterhealth_controlplane import options
+from clusterhealth_core import buildinfo, retry, settings
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import retry, settings
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config as kubeconfig
 from clusterhealth_core.kube import errors as kube_errors
@@ -58,6 +58,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Test Remedies before they reach a cluster, and explain what the "
                     "system thinks of a Cluster (docs/cli.md).",
         epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version",
+                        version=buildinfo.version_line(prog.split()[-1]))
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     remedy = commands.add_parser("remedy", help="work with Remedies",

@@ -75,7 +75,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "expected ones. The file format is in docs/cli.md.",
         epilog=EXIT_CODES)
     test.add_argument("files", nargs="+", metavar="FILE", type=pathlib.Path,
-                      help="a test file (YAML)")
+                      help="a test file (YAML), or a folder: every test file in it (Remedy "
+                           "manifests beside them are skipped)")
     test.set_defaults(run=run_remedy_test)
 
     explain_parser = commands.add_parser("explain", help="explain an object of a live control "
@@ -217,7 +218,18 @@ def run_remedy_test(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now
     """Every file's cases; files that cannot be used are reported and skipped."""
     results: list[remedytest.SuiteResult] = []
     broken = 0
-    for path in args.files:
+    paths: list[pathlib.Path] = []
+    for given in args.files:
+        if not given.is_dir():
+            paths.append(given)
+            continue
+        found, manifests = testfile.test_files(given)
+        if not found:
+            err.write(f"{args.prog}: error: {given}: no Remedy test file in this folder"
+                      + (f" ({len(manifests)} manifest(s) only)" if manifests else "") + "\n")
+            broken += 1
+        paths += found
+    for path in paths:
         try:
             suite = testfile.load(path)
         except errors.CliError as exc:

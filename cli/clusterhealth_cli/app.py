@@ -18,10 +18,20 @@ import os
 import pathlib
 import shutil
 import sys
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TextIO, TypeVar
 
-from clusterhealth_cli import errors, explain, join, joinplan, live, remedytest, testfile
+from clusterhealth_cli import (
+    completions,
+    errors,
+    explain,
+    fleet,
+    join,
+    joinplan,
+    live,
+    remedytest,
+    testfile,
+)
 from clusterhealth_controlplane import options
 from clusterhealth_core import buildinfo, retry, settings
 from clusterhealth_core import clock as clocks
@@ -30,6 +40,8 @@ from clusterhealth_core.kube import config as kubeconfig
 from clusterhealth_core.kube import errors as kube_errors
 
 PLUGIN = "kubectl-clusterhealth"
+COMPLETE = "__complete"
+"""The hidden command the completion scripts run: the candidates for the last word."""
 BACKOFF = retry.Backoff(initial=0.2, maximum=1.0, attempts=3)
 """A command should answer within seconds: a few quick retries of transient errors only."""
 EXIT_CODES = f"""exit codes:
@@ -94,11 +106,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=EXIT_CODES)
     cluster.add_argument("name", metavar="NAME", help="the Cluster's name")
     settings.add_kube_flags(cluster, what="the control plane")
-    cluster.add_argument("--request-timeout", metavar="DURATION", type=settings.duration,
-                         default=10.0,
-                         help="give up on one request after this long (default: 10s)")
-    cluster.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                         help="text for people (default) or json for programs")
+    _read_flags(cluster)
     cluster.add_argument(
         "--graceful-eviction-timeout", metavar="DURATION", type=settings.duration,
         default=options.Eviction().graceful_eviction_timeout,
@@ -107,7 +115,40 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
              f"{options.Eviction().graceful_eviction_timeout:g}s)")
     cluster.set_defaults(run=run_explain_cluster)
     add_join_parsers(commands)
+    status = commands.add_parser(
+        "status", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="the fleet on one screen: every Cluster, Ready, DNS, actions, taints, "
+             "blocked traffic, evictions, and the leaders",
+        description="Every Cluster of the control plane on one line each (Ready, DNS, "
+                    "remedy actions, taints, the MultiClusterIngresses blocking its traffic, "
+                    "the evictions away from it, the storm guard), then who leads each "
+                    "component (its Lease).", epilog=EXIT_CODES)
+    settings.add_kube_flags(status, what="the control plane")
+    _read_flags(status)
+    status.set_defaults(run=run_status)
+    completion = commands.add_parser(
+        "completion", help="print a shell completion script (bash or zsh)",
+        description="Print a completion script: `source <(clusterhealth completion bash)`; "
+                    "for the kubectl plugin also `kubectl clusterhealth ...` "
+                    "(kubectl_complete-clusterhealth, docs/cli.md).")
+    completion.add_argument("shell", choices=completions.SHELLS)
+    completion.set_defaults(run=run_completion)
     return parser
+
+
+def _read_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--request-timeout", metavar="DURATION", type=settings.duration,
+                        default=10.0,
+                        help="give up after this long, the whole command (every request, "
+                             "retries included; default: 10s)")
+    parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                        help="text for people (default), json or yaml for programs")
+
+
+def run_completion(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
+    """Print the completion script for ``args.shell``."""
+    out.write(completions.script(args.shell, build_parser("clusterhealth")))
+    return errors.OK
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -244,17 +285,36 @@ def run_remedy_test(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now
     return errors.TEST_FAILED if any(r.failed for r in results) else errors.OK
 
 
-async def _snapshot(args: argparse.Namespace) -> explain.Snapshot:
-    credentials = kubeconfig.load_default(args.kubeconfig, args.context)
-    async with kube.ApiClient(credentials, timeout=args.request_timeout, backoff=BACKOFF,
-                              user_agent="clusterhealth-cli") as api:
-        return await live.snapshot(api, args.name)
+T = TypeVar("T")
 
 
-def run_explain_cluster(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
-    """Read the Cluster and what concerns it, then print the explanation."""
+def read_within(args: argparse.Namespace, read: Callable[[kube.ApiClient], Awaitable[T]]) -> T:
+    """Run ``read`` against the control plane, all of it within ``--request-timeout``.
+
+    The deadline covers the whole call (every request, retries and their pauses),
+    not each attempt: ``--request-timeout 2s`` answers within about two seconds
+    also when the server is silent.
+    """
+    credentials = _load(args.kubeconfig, args.context, "")
+    limit: float = args.request_timeout
+
+    async def go() -> T:
+        async with kube.ApiClient(credentials, timeout=limit, backoff=BACKOFF,
+                                  user_agent="clusterhealth-cli") as api:
+            try:
+                async with asyncio.timeout(limit):
+                    return await read(api)
+            except TimeoutError:
+                raise errors.CliError(
+                    f"no answer from the control plane {credentials.server} within "
+                    f"{limit:g}s (--request-timeout)", errors.API) from None
+
+    return _api_errors(lambda: asyncio.run(go()))
+
+
+def _api_errors(call: Callable[[], T]) -> T:
     try:
-        found = asyncio.run(_snapshot(args))
+        return call()
     except kube_errors.ConfigError as exc:
         raise errors.CliError(f"kubeconfig: {exc}", errors.API) from None
     except kube_errors.Unreachable as exc:
@@ -265,10 +325,31 @@ def run_explain_cluster(args: argparse.Namespace, out: TextIO, err: TextIO, now:
     except kube_errors.KubeError as exc:
         raise errors.CliError(f"the control plane answered with an error: {exc}",
                               errors.API) from None
+
+
+def run_explain_cluster(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
+    """Read the Cluster and what concerns it, then print the explanation."""
+    found = read_within(args, lambda api: live.snapshot(api, args.name))
     moment = now()
     result = explain.build(found, moment, args.graceful_eviction_timeout)
-    out.write(explain.to_json(result) if args.output == "json"
-              else explain.render_text(result, moment))
+    if args.output == "json":
+        out.write(explain.to_json(result))
+    elif args.output == "yaml":
+        out.write(fleet.to_yaml(explain.plain(result)))
+    else:
+        out.write(explain.render_text(result, moment))
+    return errors.OK
+
+
+def run_status(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
+    """Read every Cluster and what concerns it, then print the fleet."""
+    found = read_within(args, live.fleet_snapshot)
+    if args.output == "json":
+        out.write(fleet.to_json(found))
+    elif args.output == "yaml":
+        out.write(fleet.to_yaml(fleet.to_data(found)))
+    else:
+        out.write(fleet.render_text(found, now()))
     return errors.OK
 
 
@@ -281,7 +362,8 @@ def _load(path: str | None, context: str | None, what: str) -> kubeconfig.Creden
     try:
         return kubeconfig.load_default(path, context)
     except kube_errors.ConfigError as exc:
-        raise errors.CliError(f"{what} kubeconfig: {exc}", errors.API) from None
+        label = f"{what} kubeconfig" if what else "kubeconfig"
+        raise errors.CliError(f"{label}: {exc}", errors.API) from None
 
 
 def run_join(args: argparse.Namespace, out: TextIO, err: TextIO, now: Now) -> int:
@@ -342,6 +424,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
     err = err or sys.stderr
     prog = prog_name(argv0 if argv0 is not None else sys.argv[0])
     parser = build_parser(prog)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == [COMPLETE]:  # what the completion scripts ask
+        out.write("".join(f"{word}\n" for word in completions.candidates(parser, words[1:])))
+        return errors.OK
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)

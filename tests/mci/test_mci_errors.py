@@ -221,7 +221,7 @@ async def test_service_in_no_member(running: tuple[k.Running, fake.FakeProvider]
                                     cp: kube.ApiClient,
                                     members: dict[str, kube.ApiClient]) -> None:
     """Not "Programmed, 0 cluster(s) active" and 503s: the MCI names the missing Service."""
-    run, provider = running
+    _, provider = running
     ns = await k.make_namespace(cp, *members.values())
     service, name = k.unique("svc"), k.unique("nowhere")
     await cp.create(MCI, k.path_body(name, [k.http_path(service, "/")], "nowhere.example", ns))

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 SOURCES := core agent remedy mci-provider controlplane cli
 LINT_PATHS := $(SOURCES) tests bench
 
-.PHONY: setup demo test lint unit bench clean
+.PHONY: setup demo test lint unit bench clean charts
 
 setup:
 	@./scripts/bootstrap.sh
@@ -36,6 +36,11 @@ bench: setup
 	$(PY) -m bench.propagation --markdown docs/benchmarks.md
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
 	$(PY) -m bench.failover --markdown docs/benchmarks.md
+
+# the charts as a Helm chart repository folder (docs/operations.md, "Charts from a repository")
+charts: setup
+	HELM=$$($(PY) -c 'from clusterhealth_localenv import binaries; print(binaries.ensure_helm())') \
+		scripts/package-charts.sh dist/charts
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

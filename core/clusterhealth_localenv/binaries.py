@@ -350,6 +350,19 @@ def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
     return helm
 
 
+REGISTRY_VERSION = "v3.0.0"
+"""The OCI registry (CNCF Distribution) the chart tests push to and pull from."""
+
+
+def ensure_registry(version: str = REGISTRY_VERSION) -> pathlib.Path:
+    """Return a cached ``registry`` (github.com/distribution/distribution), built once."""
+    registry = cache_root() / "bin" / f"registry-{version}" / "registry"
+    if not registry.exists():
+        _go_install(f"github.com/distribution/distribution/v3/cmd/registry@{version}",
+                    registry)
+    return registry
+
+
 def upstream_replaces(upstream_mod: str) -> list[str]:
     """The ``replace`` directives of an upstream go.mod, one ``old => new`` per entry.
 
@@ -514,6 +527,7 @@ def main() -> int:
         karmada = ensure_karmada()
         workloads = ensure_workload_parts()
         kubectl = ensure_kubectl()
+        registry = ensure_registry()
     except ProvisionError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1
@@ -527,6 +541,7 @@ def main() -> int:
     print(f"kube-scheduler: {workloads.kube_scheduler}")
     print(f"kwok:           {workloads.kwok}")
     print(f"kubectl:        {kubectl}")
+    print(f"registry (OCI): {registry}")
     return 0
 
 

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 SOURCES := core agent remedy mci-provider controlplane cli
 LINT_PATHS := $(SOURCES) tests bench
 
-.PHONY: setup demo test lint unit bench clean image lock
+.PHONY: setup demo test lint unit bench clean image lock charts
 
 setup:
 	@./scripts/bootstrap.sh
@@ -57,6 +57,11 @@ else
 	@$(MAKE) --no-print-directory setup
 	$(PY) -m clusterhealth_localenv.images --tag $(TAG)
 endif
+
+# the charts as a Helm chart repository folder (docs/operations.md, "Charts from a repository")
+charts: setup
+	HELM=$$($(PY) -c 'from clusterhealth_localenv import binaries; print(binaries.ensure_helm())') \
+		scripts/package-charts.sh dist/charts
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -17,8 +17,8 @@ from clusterhealth_agent import settings as agent_settings
 from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import config as probe_config
 from clusterhealth_agent.probes import registry as probe_registry
+from clusterhealth_core import buildinfo, runner, serving, status
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -45,6 +45,7 @@ class Agent:
         self.registry = registry
         self.metrics = metrics.AgentMetrics(registry, settings.cluster_name,
                                             settings.node_name)
+        self.leadership = buildinfo.register(registry, "agent")
         self.probe_metrics = base.ProbeMetrics(registry)
         thresholds = hysteresis.Thresholds(settings.failure_threshold, settings.success_threshold)
         self.filters = {p.condition_type: hysteresis.Filter(thresholds) for p in probes}
@@ -127,6 +128,8 @@ class Agent:
     def _on_leadership(self, leading: bool) -> None:
         self.leading = leading
         self.metrics.is_leader.labels(self.settings.cluster_name).set(1 if leading else 0)
+        if self.leadership is not None:
+            self.leadership.set(leading)
 
     async def lead(self, control_plane: kube.ApiClient) -> None:
         """The leader's work: keep the node cache and report through ``control_plane``.

@@ -17,9 +17,11 @@ USAGE = 2
 INPUT = 3
 """A file could not be used: unreadable, not YAML, not a test file, an invalid Remedy."""
 NOT_FOUND = 4
-"""``explain cluster``: the control plane has no Cluster of that name."""
+"""``explain cluster``, ``unjoin``: the control plane has no Cluster of that name."""
 API = 5
 """The control plane could not be used: no kubeconfig, unreachable, credentials refused."""
+CONFLICT = 6
+"""``join``: the member is registered under another name, or the name is another cluster's."""
 INTERNAL = 70
 """A bug in the command (EX_SOFTWARE); the message says what happened."""
 INTERRUPTED = 130

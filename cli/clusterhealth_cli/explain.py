@@ -373,6 +373,11 @@ def to_json(explanation: Explanation) -> str:
     return json.dumps(_plain(explanation), indent=2) + "\n"
 
 
+def plain(value: Any) -> Any:
+    """Dataclasses as plain data, for JSON and YAML output (camelCase field names)."""
+    return _plain(value)
+
+
 def _plain(value: Any) -> Any:
     """Dataclasses to dicts with camelCase field names; mappings keep their keys (names)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

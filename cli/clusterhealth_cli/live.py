@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_cli import errors, explain
+from clusterhealth_cli import errors, explain, fleet
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors as kube_errors
 from clusterhealth_core.kube import resources
@@ -74,3 +74,29 @@ async def snapshot(api: kube.ApiClient, name: str) -> explain.Snapshot:
     return explain.Snapshot(cluster=obj, remedies=found[resources.REMEDIES],
                             ingresses=found[resources.MULTI_CLUSTER_INGRESSES],
                             bindings=bindings, notes=tuple(notes))
+
+
+FLEET_OPTIONAL = (resources.MULTI_CLUSTER_INGRESSES, resources.RESOURCE_BINDINGS,
+                  resources.CLUSTER_RESOURCE_BINDINGS, resources.LEASES)
+"""What ``status`` reads besides the Clusters; any of them may be absent or forbidden."""
+
+
+async def fleet_snapshot(api: kube.ApiClient) -> fleet.Fleet:
+    """Every Cluster, and what ``status`` shows about each, and the leaders."""
+    server = api.credentials.server
+    try:
+        clusters = (await api.list(resources.CLUSTERS)).get("items") or []
+    except kube_errors.NotFound as exc:
+        raise errors.CliError(
+            f"{server} does not serve {resources.CLUSTERS.api_version} Clusters: not a Karmada "
+            f"or clusterhealth control plane? ({exc.message})", errors.API) from None
+    except kube_errors.Forbidden as exc:
+        raise errors.CliError(f"not allowed to list Clusters: {exc.message}",
+                              errors.API) from None
+    notes: list[str] = []
+    found = {resource: await optional_list(api, resource, notes)
+             for resource in FLEET_OPTIONAL}
+    bindings = ((found[resources.RESOURCE_BINDINGS] or [])
+                + (found[resources.CLUSTER_RESOURCE_BINDINGS] or []))
+    return fleet.build(clusters, found[resources.MULTI_CLUSTER_INGRESSES] or [], bindings,
+                       found[resources.LEASES] or [], notes)

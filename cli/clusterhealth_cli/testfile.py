@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from clusterhealth_cli import errors
-from clusterhealth_core.api import groups, meta, remedy
+from clusterhealth_core.api import groups, meta, remedy, wire
 
 TOP_LEVEL = ("remedyFiles", "remedies", "tests")
 CASE_KEYS = ("name", "clusters", "expect")
@@ -111,7 +111,8 @@ def _mapping(value: object, where: str, allowed: Sequence[str]) -> Mapping[str, 
     unknown = sorted(str(key) for key in value if key not in allowed)
     if unknown:
         raise fail(_field(where, unknown[0]),
-                   f"unknown field (allowed here: {', '.join(allowed)})")
+                   f"unknown field{wire.did_you_mean(unknown[0], allowed)} (allowed here: "
+                   f"{', '.join(allowed)})")
     return value
 
 
@@ -234,8 +235,9 @@ def _conditions(value: object, where: str) -> dict[str, str]:
             raise fail(at, f"must be one of {', '.join(CONDITION_STATUSES)}, got the boolean "
                            f"{status}: quote it (\"{status}\"), as in a Remedy")
         if status not in CONDITION_STATUSES:
+            hint = wire.did_you_mean(status, CONDITION_STATUSES) if isinstance(status, str) else ""
             raise fail(at, f"must be one of {', '.join(CONDITION_STATUSES)}, "
-                           f"got {_type_name(status)}")
+                           f"got {_type_name(status)}{hint}")
         conditions[ctype] = str(status)
     return conditions
 
@@ -267,7 +269,9 @@ def _actions(value: object, where: str) -> tuple[str, ...]:
     for number, action in enumerate(_list(value, where)):
         at = f"{where}[{number}]"
         if action not in ACTIONS:
-            raise fail(at, f"{action!r} is not a remedy action (known: {', '.join(ACTIONS)})")
+            hint = wire.did_you_mean(action, ACTIONS) if isinstance(action, str) else ""
+            raise fail(at, f"{action!r} is not a remedy action{hint} (known: "
+                           f"{', '.join(ACTIONS)})")
         actions.add(str(action))
     return tuple(sorted(actions))
 
@@ -382,6 +386,32 @@ def parse(document: object, path: pathlib.Path) -> Suite:
                            f"file defines no Remedy of that name (it defines: "
                            f"{', '.join(sorted(origins)) or 'none'})")
     return Suite(path, tuple(r for r, _ in found), origins, tuple(cases))
+
+
+TEST_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+def test_files(directory: pathlib.Path) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+    """A folder's test files, and the manifests beside them (the Remedies they name).
+
+    Every ``*.yaml``/``*.yml`` file under ``directory`` (sorted, subfolders too):
+    a file whose first document has a ``kind`` is a manifest, not a test file.
+    """
+    tests: list[pathlib.Path] = []
+    manifests: list[pathlib.Path] = []
+    for path in sorted(p for p in directory.rglob("*") if p.suffix in TEST_FILE_SUFFIXES
+                       and p.is_file()):
+        try:
+            documents = read_yaml(path, what="file")
+        except errors.CliError:
+            tests.append(path)  # load() reports what is wrong with it
+            continue
+        first = documents[0] if documents else None
+        if isinstance(first, Mapping) and ("kind" in first or "apiVersion" in first):
+            manifests.append(path)
+        else:
+            tests.append(path)
+    return tests, manifests
 
 
 def load(path: pathlib.Path) -> Suite:

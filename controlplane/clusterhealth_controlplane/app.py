@@ -6,8 +6,8 @@ import prometheus_client
 
 from clusterhealth_controlplane import controllers, manager, metrics
 from clusterhealth_controlplane import settings as manager_settings
+from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 
 COMPONENT = "clusterhealth-controlplane"
@@ -17,6 +17,7 @@ INSTALL_HINT = "install the clusterhealth-crds chart (or point --kubeconfig at K
 async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
     """Run until SIGTERM/SIGINT."""
     registry = prometheus_client.CollectorRegistry()
+    leadership = buildinfo.register(registry, 'controlplane')
     clock = clocks.Clock()
     leader = prometheus_client.Gauge(
         "clusterhealth_controlplane_is_leader",
@@ -35,6 +36,7 @@ async def serve(settings: manager_settings.ControlPlaneSettings) -> None:
                                 member_limits=settings.member_limits), entries),
             leader_gauge=leader,
             metrics=runner.ProcessMetrics(registry),
+            leadership=leadership,
             term=runner.TermSettings(COMPONENT, settings.event_namespace),
         )
         server = serving.HealthServer(registry, host=settings.bind_address,

@@ -19,8 +19,18 @@ from typing import Any, Protocol, TypeVar
 
 import prometheus_client
 
+from clusterhealth_core import (
+    buildinfo,
+    election,
+    events,
+    reconcile,
+    retry,
+    schema,
+    serving,
+    settings,
+    status,
+)
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, events, reconcile, retry, schema, serving, settings, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -44,13 +54,19 @@ def main(
     """Exit 2 on bad flags or files, 1 when the component cannot start, 0 on shutdown.
 
     ``event_loop`` is the component's default loop (:func:`event_loop_factory`);
-    ``CLUSTERHEALTH_EVENT_LOOP`` in the environment overrides it.
+    ``CLUSTERHEALTH_EVENT_LOOP`` in the environment overrides it.  ``--version``
+    prints the version and returns 0 before anything else is read.
     """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if "--version" in arguments:
+        print(buildinfo.version_line(prog))
+        return 0
+    buildinfo.disable_created_series()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_http_libraries()
     try:
-        parsed = load(sys.argv[1:] if argv is None else argv)
+        parsed = load(arguments)
         loop_factory = event_loop_factory(os.environ.get(EVENT_LOOP_ENV, event_loop))
     except settings.SettingsError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -295,8 +311,10 @@ class ElectedController:
                  term: TermSettings,
                  on_stop: Callable[[], None] | None = None,
                  standby: bool = False,
+                 leadership: buildinfo.Leadership | None = None,
                  exit_process: ExitFunction = os._exit) -> None:
         self.api = api
+        self.leadership = leadership
         self.enabled = enabled
         self.config = config
         self.clock = clock
@@ -341,7 +359,9 @@ class ElectedController:
                 self.on_stop()
 
     def _on_leadership(self, leading: bool) -> None:
-        self.leader_gauge.set(1 if leading else 0)
+        self.leader_gauge.set(1 if leading else 0)  # the component's own name, one release more
+        if self.leadership is not None:
+            self.leadership.set(leading)
 
     def ready(self) -> tuple[bool, str]:
         """A readiness check for :class:`~clusterhealth_core.serving.HealthServer`."""

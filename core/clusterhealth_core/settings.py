@@ -99,6 +99,8 @@ class FlagParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
         self.env_prefix = env_prefix
+        # handled by runner.main before parsing; listed here for --help
+        self.add_argument("--version", action="store_true", help="print the version and exit")
 
     def error(self, message: str) -> NoReturn:
         """Raise instead of printing usage and exiting."""
@@ -118,7 +120,7 @@ class FlagParser(argparse.ArgumentParser):
         given |= {arg.split("=", 1)[0] for arg in (argv or []) if arg.startswith("--")}
         for action in self._actions:
             flags = [o for o in action.option_strings if o.startswith("--")]
-            if not flags or action.dest == "help" or any(f in given for f in flags):
+            if not flags or action.dest in ("help", "version") or any(f in given for f in flags):
                 continue
             value = environ.get(self.env_name(flags[0]))
             if value is None:

@@ -483,6 +483,19 @@ def ensure_helm(version: str = HELM_VERSION) -> pathlib.Path:
     return helm
 
 
+REGISTRY_VERSION = "v3.0.0"
+"""The OCI registry (CNCF Distribution) the chart tests push to and pull from."""
+
+
+def ensure_registry(version: str = REGISTRY_VERSION) -> pathlib.Path:
+    """Return a cached ``registry`` (github.com/distribution/distribution), built once."""
+    registry = cache_root() / "bin" / f"registry-{version}" / "registry"
+    if not registry.exists():
+        _go_install(f"github.com/distribution/distribution/v3/cmd/registry@{version}",
+                    registry)
+    return registry
+
+
 def upstream_replaces(upstream_mod: str) -> list[str]:
     """The ``replace`` directives of an upstream go.mod, one ``old => new`` per entry.
 
@@ -695,6 +708,7 @@ def main() -> int:
         workloads = ensure_workload_parts()
         kubectl = ensure_kubectl()
         nodes = ensure_node_parts()
+        registry = ensure_registry()
     except ProvisionError as exc:
         print(f"clusterhealth: {exc}", file=sys.stderr)
         return 1
@@ -714,6 +728,7 @@ def main() -> int:
     print(f"kube-proxy:     {nodes.kube_proxy}")
     print(f"coredns:        {nodes.coredns}")
     print(f"pause:          {nodes.pause}")
+    print(f"registry (OCI): {registry}")
     return 0
 
 

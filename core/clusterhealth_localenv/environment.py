@@ -138,6 +138,12 @@ class EnvironmentConfig:
     nodes: nodes.NodeSettings | None = None
     """Clusters whose Nodes run containers (kubelet, containerd, kube-proxy, CoreDNS; see
     :mod:`.nodes`); None: none."""
+    register_members: bool = True
+    """Register every member (a Cluster and its Secret); False leaves that to the test
+    (``clusterhealth join``)."""
+    token_controllers: bool = False
+    """Run ``kube-controller-manager`` with only the controllers that fill ServiceAccount
+    token Secrets and collect garbage, on every API server, as a real cluster has them."""
 
 
 class LocalEnvironment:
@@ -160,6 +166,8 @@ class LocalEnvironment:
         self._karmada_extras: tuple[pathlib.Path | None, bins.KarmadaWebhook | None,
                                     pathlib.Path | None] = (None, None, None)
         self.workloads: dict[str, workloads.MemberWorkloads] = {}
+        self.token_controllers: list[processes.ManagedProcess] = []
+        """``EnvironmentConfig.token_controllers``: one per API server."""
         """Per member, what runs its workloads (with ``EnvironmentConfig.workloads``)."""
         self.node_env: nodes.NodeEnvironment | None = None
         """The clusters with Nodes that run containers (with ``EnvironmentConfig.nodes``)."""
@@ -224,7 +232,10 @@ class LocalEnvironment:
             await self._start_workloads(await parts)
         if self.node_env is not None:
             await self._start_nodes(self.node_env)
-        await self._register_members()
+        if self.config.token_controllers:
+            await self._start_token_controllers()
+        if self.config.register_members:
+            await self._register_members()
         if self.karmada is not None:
             async with self.client() as api:
                 await self.karmada.start_chain(api)
@@ -244,6 +255,7 @@ class LocalEnvironment:
         finally:
             if self.karmada is not None:
                 await self.karmada.stop()
+            await asyncio.gather(*(p.stop() for p in self.token_controllers))
             await asyncio.gather(*(w.stop() for w in self.workloads.values()))
             await asyncio.gather(*(s.process.stop() for s in self.servers.values()))
             if self.etcd is not None:
@@ -395,6 +407,34 @@ class LocalEnvironment:
                 await self.workloads[member].wait_ready(api, context, self.config.start_timeout)
 
         await asyncio.gather(*(ready(m) for m in self._kwok_members()))
+
+    async def _start_token_controllers(self) -> None:
+        """Per API server, a kube-controller-manager: token Secrets filled, garbage collected."""
+        parts = await asyncio.to_thread(bins.ensure_workload_parts,
+                                        self.config.kubernetes_version)
+        health: list[tuple[processes.ManagedProcess, str]] = []
+        for server in self.servers.values():
+            cert, key = self.ca.serving(f"{server.name}-token-controllers", [server.host],
+                                        ["localhost"]).write(server.directory, "tokens")
+            port = free_port(server.host)
+            process = processes.ManagedProcess(f"token-controllers[{server.name}]", [
+                str(parts.kube_controller_manager), f"--kubeconfig={server.kubeconfig}",
+                f"--authentication-kubeconfig={server.kubeconfig}",
+                f"--authorization-kubeconfig={server.kubeconfig}",
+                f"--bind-address={server.host}", f"--secure-port={port}",
+                f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+                f"--service-account-private-key-file={server.directory / 'sa.key'}",
+                f"--root-ca-file={self.workdir / 'ca.crt'}",
+                "--controllers=serviceaccount-token,garbagecollector",
+                "--leader-elect=false", "--profiling=false", "--v=1",
+            ], self.workdir / "logs" / f"{server.name}-token-controllers.log")
+            process.start()
+            self.token_controllers.append(process)
+            health.append((process, f"https://{server.host}:{port}/healthz"))
+        context = self.servers[CONTROL_PLANE].credentials().ssl_context()
+        assert isinstance(context, ssl.SSLContext)
+        for process, url in health:
+            await processes.wait_answering(process, url, context, self.config.start_timeout)
 
     async def _start_etcd(self) -> None:
         assert self.binaries is not None

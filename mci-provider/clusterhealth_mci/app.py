@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import prometheus_client
 
+from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_mci import controller, members, metrics
@@ -69,6 +69,7 @@ async def serve(settings: mci_settings.MCISettings) -> None:
     """Run until SIGTERM/SIGINT."""
     log_member_credentials(settings)
     registry = prometheus_client.CollectorRegistry()
+    leadership = buildinfo.register(registry, 'mci-provider')
     clock = clocks.Clock()
     mci_metrics = metrics.MCIMetrics(registry)
     async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-mci",
@@ -92,6 +93,7 @@ async def serve(settings: mci_settings.MCISettings) -> None:
                                                        mci_metrics),
             leader_gauge=mci_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
+            leadership=leadership,
             term=runner.TermSettings(controller.COMPONENT),
             on_stop=mci_metrics.clear,  # the next leader reports the MCIs now
             # One HAProxy per replica (the chart's sidecar): standbys program theirs too.

@@ -28,6 +28,13 @@ waits until something it depends on changes:
 * ``PortNotFound``: the backend's Service port exists in none of the
   clusters running the Service.
 
+A backend Service that runs in no member is not terminal (the Service may be
+propagated a moment later, and its creation in a member brings the MCI back):
+the load balancer is programmed as usual (the MCI's other backends serve), but
+``LoadBalancerReady`` is False with reason ``ServiceNotFound`` naming the
+Service, and a Warning Event ``ServiceNotFound`` says so once per set of
+missing Services.
+
 The load balancer keeps what it served for that MCI before (if anything)
 until the controller restarts.  Everything else (API server or HAProxy
 unreachable, conflicts on write) is retried with the runtime's backoff.
@@ -71,6 +78,8 @@ MISSING_READONLY_HINT = (
     "Secret (caBundle, token) from the identity `helm install ... --set target=member` made "
     "in the member (charts/mci-provider/README.md, 'Member clusters'), or run with "
     "--member-credentials=cluster to use the Cluster's own credentials")
+SERVICE_NOT_FOUND = "ServiceNotFound"
+"""A backend Service runs in no member cluster (not terminal: it may come)."""
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
 PORT_STATUS = "loadBalancer.ingress.ports"
 """The ports of ``status.loadBalancer.ingress[]``, left out where a port needs an ``error``."""
@@ -171,6 +180,8 @@ class MCIController:
         self._by_service: dict[tuple[str, str], set[str]] = {}
         self._located: dict[str, frozenset[str]] = {}
         self._reported: dict[str, tuple[str, str, str]] = {}
+        self._missing: dict[str, tuple[str, ...]] = {}
+        """MCI -> the backend Services last reported as found in no member."""
         self._ready = False
         self.mcis.add_handler(self._on_mci)
         self.clusters.add_handler(self._on_cluster)
@@ -317,6 +328,7 @@ class MCIController:
         self.fail_open.pop(key, None)
         self.failed.pop(key, None)
         self._reported.pop(key, None)
+        self._missing.pop(key, None)
         self._located.pop(key, None)
         self.metrics.forget(key)
 
@@ -416,6 +428,15 @@ class MCIController:
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
         self._reported.pop(key, None)  # a later error is news again
+        missing = decided.missing_services
+        if self.writes and missing and self._missing.get(key) != missing:
+            self.recorder.record(_target(obj), "Warning", SERVICE_NOT_FOUND,
+                                 _bounded([self._missing_message(obj, missing)],
+                                          EVENT_MESSAGE_BUDGET))
+        if missing:
+            self._missing[key] = missing
+        else:
+            self._missing.pop(key, None)
         if self.writes and decided.fail_open != self.fail_open.get(key, False):
             if decided.fail_open:
                 self.recorder.record(_target(obj), "Warning", "FailOpen",
@@ -509,6 +530,18 @@ class MCIController:
         active = [f"{b}: {len(c)} cluster(s) active" for b, c in sorted(lb_status.active.items())]
         notes = [*(f"unsupported non-Service backend at {path}" for path in decided.unsupported),
                  *decided.problems, *decided.left_out()]
+        if decided.missing_services:
+            lb_ready = (False, SERVICE_NOT_FOUND, _bounded(
+                [self._missing_message(obj, decided.missing_services), *active, *notes],
+                CONDITION_MESSAGE_BUDGET))
+        elif lb_status.ingress:
+            lb_ready = (True, "Programmed", f"{self.provider.name}: " + _bounded(
+                [*(active or ["no backends"]), *notes],
+                CONDITION_MESSAGE_BUDGET - len(self.provider.name) - 2))
+        else:
+            lb_ready = (False, "NoAddress", f"{self.provider.name}: " + _bounded(
+                [*(active or ["no backends"]), *notes],
+                CONDITION_MESSAGE_BUDGET - len(self.provider.name) - 2))
         conditions = [
             meta.Condition(
                 type=CONDITION_FAIL_OPEN,
@@ -522,14 +555,11 @@ class MCIController:
             ),
             meta.Condition(
                 type=CONDITION_LB_READY,
-                status=meta.ConditionStatus.TRUE if lb_status.ingress
-                else meta.ConditionStatus.FALSE,
+                status=meta.ConditionStatus.TRUE if lb_ready[0] else meta.ConditionStatus.FALSE,
                 observed_generation=generation,
                 last_transition_time=now,
-                reason="Programmed" if lb_status.ingress else "NoAddress",
-                message=f"{self.provider.name}: " + _bounded(
-                    [*(active or ["no backends"]), *notes],
-                    CONDITION_MESSAGE_BUDGET - len(self.provider.name) - 2),
+                reason=lb_ready[1],
+                message=lb_ready[2],
             ),
         ]
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
@@ -540,6 +570,14 @@ class MCIController:
             desired["loadBalancer"] = {"ingress": ingress}
         current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
         await self._write(obj, current, desired)
+
+    def _missing_message(self, obj: Mapping[str, Any], missing: Sequence[str]) -> str:
+        namespace = obj["metadata"]["namespace"]
+        clusters = sorted(self.clusters.store)
+        names = ", ".join(f"{namespace}/{name}" for name in missing)
+        return (f"backend Service {names} exists in no member cluster (looked in: "
+                f"{', '.join(clusters) or 'no Cluster'}): its routes answer 503 until it does; "
+                "create or propagate it, or fix the MCI's service name")
 
     async def _write(self, obj: Mapping[str, Any], current: Mapping[str, Any],
                      desired: Mapping[str, Any]) -> None:

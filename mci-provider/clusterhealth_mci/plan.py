@@ -11,6 +11,11 @@ The spec alone also decides whether an MCI can be served at all and which
 hosts and paths it claims (:func:`analyse`); the member Services decide
 whether the ports it names exist (:func:`port_problems`).
 
+A backend Service located in no member (not created there, or a typo in its
+name) leaves its routes without an endpoint: :attr:`Plan.missing_services`
+names it, and the controller reports it (``LoadBalancerReady=False``, reason
+``ServiceNotFound``, and a Warning Event) instead of "programmed".
+
 Fail-open: if every located cluster is blocked, blocking would leave the MCI
 with no backends at all; the MCI then keeps serving from all of them (the
 status still lists the blocked clusters, a ``FailOpen`` condition says why).
@@ -49,6 +54,11 @@ class Plan:
     """Input the controller could not use (reported in the MCI's conditions)."""
     missing_ports: tuple[str, ...] = ()
     """Backends whose Service port exists in none of the clusters running the Service."""
+
+    @property
+    def missing_services(self) -> tuple[str, ...]:
+        """Backend Services that run in no member cluster: their routes can only answer 503."""
+        return tuple(name for name, clusters in self.service_locations if not clusters)
 
     def status_fields(self) -> dict[str, object]:
         """``serviceLocations`` and ``trafficBlockClusters`` in wire shape.

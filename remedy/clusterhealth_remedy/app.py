@@ -6,8 +6,8 @@ import logging
 
 import prometheus_client
 
+from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_remedy import controller, metrics
@@ -23,6 +23,7 @@ INSTALL_HINT = "install the clusterhealth-crds chart (or point --kubeconfig at K
 async def serve(settings: remedy_settings.RemedySettings) -> None:
     """Run until SIGTERM/SIGINT."""
     registry = prometheus_client.CollectorRegistry()
+    leadership = buildinfo.register(registry, 'remedy')
     clock = clocks.Clock()
     remedy_metrics = metrics.RemedyMetrics(registry)
     controller_settings = controller.ControllerSettings(
@@ -37,6 +38,7 @@ async def serve(settings: remedy_settings.RemedySettings) -> None:
                                                           remedy_metrics),
             leader_gauge=remedy_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
+            leadership=leadership,
             term=runner.TermSettings(controller.COMPONENT, settings.event_namespace),
             on_stop=remedy_metrics.clear,
         )

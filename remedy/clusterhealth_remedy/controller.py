@@ -56,6 +56,9 @@ REMEDY_CONTROLLER = "remedy-status"
 OWNED_FIELDS = ("remedyActions", "remedyActionSources")
 """The Cluster status fields this controller computes."""
 REASON_STATUS_REJECTED = "StatusRejected"
+REASON_INVALID = "InvalidRemedy"
+"""A Remedy the model refuses (``conditionStatus: "false"``, an unknown operator or action):
+it acts nowhere, its ``Effective`` condition and a Warning Event say why."""
 STATUS_COALESCE = 5.0
 """Seconds a Remedy's status waits for more cluster changes before it is written."""
 STATUS_SETTLE_MAX = 60.0
@@ -192,6 +195,10 @@ class RemedyController:
         """The parsed Remedies, by the clusters they can cover."""
         self.decisions = index.ActiveIndex()
         """Every Cluster's latest decision, and the Clusters each Remedy acts on."""
+        self.invalid: dict[str, str] = {}
+        """Remedies refused by the model, and why (they act nowhere)."""
+        self._warned: dict[str, str] = {}
+        """The refusal each invalid Remedy was last told about (one Event per reason)."""
         self._first_pass: set[str] = set()
         """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
         self._first_pass_done = asyncio.Event()
@@ -239,12 +246,17 @@ class RemedyController:
     def _parse(self, obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
         if obj is None:
             return None
+        name = str(obj.get("metadata", {}).get("name"))
         try:
-            return remedy.Remedy.from_dict(obj)
-        except meta.ValidationError as exc:  # the CRD schema should have stopped it
-            log.error("ignoring malformed Remedy %s: %s", obj.get("metadata", {}).get("name"),
-                      exc)
+            parsed = remedy.Remedy.from_dict(obj)
+        except meta.ValidationError as exc:  # our CRD refuses it; Karmada's may hold it
+            if self.invalid.get(name) != str(exc):
+                log.error("Remedy %s is invalid and acts nowhere: %s", name, exc)
+            self.invalid[name] = str(exc)
             return None
+        self.invalid.pop(name, None)
+        self._warned.pop(name, None)
+        return parsed
 
     def _on_remedy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = str(obj["metadata"]["name"])
@@ -255,7 +267,10 @@ class RemedyController:
             return  # a status write (ours): nothing to re-evaluate
         for cluster_name in decision.affected_clusters(before, after, self._cluster_names()):
             self.cluster_controller.enqueue(cluster_name)
-        if after is not None:
+        if event == "DELETED":
+            self.invalid.pop(name, None)
+            self._warned.pop(name, None)
+        if after is not None or name in self.invalid:
             self.remedy_controller.enqueue(name)
 
     def _cluster_names(self) -> list[str]:
@@ -342,6 +357,8 @@ class RemedyController:
     async def reconcile_remedy(self, name: str) -> reconcile.Result | None:
         """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
         obj = self.remedies.store.get(name)
+        if obj is not None and name in self.invalid:
+            return await self._report_invalid(name, obj, self.invalid[name])
         parsed = self.remedy_index.get(name)
         writer = self.remedy_writer
         if obj is None or parsed is None or writer is None or not writer.writable:
@@ -375,6 +392,32 @@ class RemedyController:
                 await writer.write(name, desired)
             except errors.NotFound:
                 return None  # deleted meanwhile
+            except errors.Invalid as exc:
+                raise self._rejected(metrics.KIND_REMEDY, name, exc) from exc
+        return None
+
+    async def _report_invalid(self, name: str, obj: Mapping[str, Any],
+                              problem: str) -> reconcile.Result | None:
+        """A Warning Event (once per problem); ``Effective=False`` where Remedies have a status."""
+        message = f"the Remedy is invalid and acts on no cluster: {problem}"
+        if self._warned.get(name) != problem:
+            self.recorder.record(_reference(resources.REMEDIES, obj), "Warning", REASON_INVALID,
+                                 meta.bound_message(message))
+            self._warned[name] = problem
+        writer = self.remedy_writer
+        if writer is None or not writer.writable:
+            return None  # Karmada's Remedy has no status: the Event says it
+        generation = (obj.get("metadata") or {}).get("generation") or None
+        now = self.clock.now().replace(microsecond=0)
+        effective = self._condition(decision.CONDITION_EFFECTIVE,
+                                    (False, REASON_INVALID, message), now, generation)
+        kept = status.keep_transition_times(status.live_conditions(obj), [effective])
+        desired = writer.supported({"conditions": [c.to_dict() for c in kept]})
+        if _comparable(obj.get("status") or {})["conditions"] != _comparable(desired)["conditions"]:
+            try:
+                await writer.write(name, desired)
+            except errors.NotFound:
+                return None
             except errors.Invalid as exc:
                 raise self._rejected(metrics.KIND_REMEDY, name, exc) from exc
         return None

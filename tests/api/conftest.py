@@ -246,6 +246,7 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                 "kind": groups.CLUSTER_KIND,
                 "metadata": {"name": "member1", "resourceVersion": "42"},
                 "spec": {
+                    "id": "6b2f2c1e-6f5c-4e51-9c1e-2f6d3a9b0c11",
                     "apiEndpoint": "https://192.10.0.1:6443",
                     "secretRef": {"namespace": "karmada-cluster", "name": "member1"},
                     "impersonatorSecretRef": {

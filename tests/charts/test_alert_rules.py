@@ -88,7 +88,7 @@ def test_the_alerts_are_the_promised_ones() -> None:
 def test_alert_annotations_name_the_cluster_and_a_runbook(name: str) -> None:
     rule = next(r for r in _rules() if r["alert"] == name)
     annotations = rule["annotations"]
-    assert set(annotations) == {"summary", "description", "runbook"}
+    assert set(annotations) == {"summary", "description", "runbook_url"}
     cluster = re.compile(r"\{\{[^}]*\$(labels|externalLabels)\.cluster[^}]*\}\}")
     assert cluster.search(annotations["summary"]), annotations["summary"]
     assert cluster.search(annotations["description"]), annotations["description"]
@@ -96,7 +96,7 @@ def test_alert_annotations_name_the_cluster_and_a_runbook(name: str) -> None:
         assert "cluster" in re.findall(r"by \(([^)]*)\)", rule["expr"])[0].replace(" ", "")
 
     anchor = name.lower()
-    assert annotations["runbook"] == f"docs/agent-alerts.md#{anchor}"
+    assert annotations["runbook_url"] == f"docs/agent-alerts.md#{anchor}"
     headings = [line.lstrip("#").strip() for line in RUNBOOKS.read_text().splitlines()
                 if line.startswith("## ")]
     assert name in headings, f"no '## {name}' section in {RUNBOOKS.relative_to(ROOT)}"

@@ -511,7 +511,7 @@ def test_schema_is_draft_07_and_closed() -> None:
 
 
 def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 90
+    assert len((CHART / "values.yaml").read_text().splitlines()) <= 92  # + prometheusRule
 
 
 # --- RBAC ------------------------------------------------------------------------------

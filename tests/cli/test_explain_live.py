@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import io
 import json
 import os
 import pathlib
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import yaml
 
-from clusterhealth_cli import errors
+from clusterhealth_cli import app, errors
 from clusterhealth_core import status
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import conditions, environment
@@ -279,3 +281,65 @@ async def test_bad_flags(cli_env: environment.LocalEnvironment) -> None:
     code, out, err = await clusterhealth("explain", "cluster")
     assert code == errors.USAGE
     assert "the following arguments are required: NAME" in err
+
+
+async def test_status_shows_the_fleet_on_one_screen(cli_env: environment.LocalEnvironment,
+                                                    scene: dict[str, Any]) -> None:
+    async with cli_env.client() as api:  # a component's Lease, as a leader renews it
+        await api.create(resources.LEASES, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "clusterhealth-remedy", "namespace": "default"},
+            "spec": {"holderIdentity": "remedy-0_abc", "leaseDurationSeconds": 15,
+                     "renewTime": datetime.datetime.now(datetime.UTC).strftime(
+                         "%Y-%m-%dT%H:%M:%S.%fZ")}}, namespace="default")
+    kubeconfig = str(cli_env.kubeconfig())
+    code, out, err = await clusterhealth("status", "--kubeconfig", kubeconfig)
+    assert (code, err) == (errors.OK, ""), out + err
+    print(out)
+    lines = out.splitlines()
+    assert lines[0].split() == ["CLUSTER", "READY", "DNS", "REMEDY-ACTIONS", "TAINTS",
+                                "BLOCKED-BY", "EVICTIONS"]
+    assert lines[1].split() == ["member1", "False", "False", "TrafficControl",
+                                "not-ready:NoExecute,not-ready:NoSchedule", "default/shop", "1"]
+    assert lines[2].split() == ["member2", "-", "-", "-", "-", "-", "0"]
+    leader = next(line for line in lines if "clusterhealth-remedy" in line)
+    assert leader.split()[:2] == ["default/clusterhealth-remedy", "remedy-0_abc"]
+    code, out, err = await clusterhealth("status", "--kubeconfig", kubeconfig, "-o", "yaml")
+    assert code == errors.OK, err
+    document = yaml.safe_load(out)
+    (member1,) = [c for c in document["clusters"] if c["name"] == "member1"]
+    assert member1["remedyActions"] == ["TrafficControl"] and member1["evictions"] == 1
+    assert document["leaders"][0]["holder"] == "remedy-0_abc"
+    code, out, err = await clusterhealth("explain", "cluster", "member1", "--kubeconfig",
+                                         kubeconfig, "-o", "yaml")
+    assert code == errors.OK, err
+    assert yaml.safe_load(out)["blockedBy"] == ["default/shop"]
+
+
+async def test_request_timeout_bounds_the_whole_command(tmp_path: pathlib.Path) -> None:
+    """A server that accepts and never answers: --request-timeout 2s ends it in about 2s."""
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(60)
+        writer.close()
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    kubeconfig = tmp_path / "silent.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    try:
+        for command in (["status"], ["explain", "cluster", "member1"]):
+            out, err = io.StringIO(), io.StringIO()
+            argv = [*command, "--kubeconfig", str(kubeconfig), "--request-timeout", "2s"]
+            started = time.monotonic()  # in-process: the command's time, not Python's start
+            code = await asyncio.to_thread(app.main, argv, out=out, err=err)
+            took = time.monotonic() - started
+            assert code == errors.API, out.getvalue() + err.getvalue()
+            assert "within 2s (--request-timeout)" in err.getvalue()
+            # three attempts of 2s each and their pauses took about 7s before
+            assert took < 4.5, f"{command} took {took:.1f}s"
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -31,12 +31,12 @@ def test_the_plugin_resolves_on_the_venv_path() -> None:
     assert found == str(BIN / "kubectl-clusterhealth")
     done = run(found, "--help")
     assert done.returncode == errors.OK, done.stderr
-    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] COMMAND ...")
+    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] [--version] COMMAND ...")
     done = run(found, "remedy", "test", "--help")
     assert done.stdout.startswith("usage: kubectl clusterhealth remedy test [-h] FILE [FILE ...]")
     # the same program under its own name
     done = run(str(BIN / "clusterhealth"), "--help")
-    assert done.stdout.startswith("usage: clusterhealth [-h] COMMAND ...")
+    assert done.stdout.startswith("usage: clusterhealth [-h] [--version] COMMAND ...")
 
 
 def test_through_kubectl() -> None:
@@ -45,7 +45,31 @@ def test_through_kubectl() -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = run(kubectl, "clusterhealth", "--help", env=env)
     assert done.returncode == errors.OK, done.stderr
-    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] COMMAND ...")
+    assert done.stdout.startswith("usage: kubectl clusterhealth [-h] [--version] COMMAND ...")
     done = run(kubectl, "clusterhealth", "remedy", "test", str(EXAMPLE), env=env)
     assert done.returncode == errors.OK, done.stdout + done.stderr
     assert done.stdout.endswith("6 passed, 0 failed (1 file)\n")
+
+
+def test_kubectl_completes_the_plugin() -> None:
+    """kubectl >= 1.26 asks ``kubectl_complete-clusterhealth`` (installed with the package)."""
+    kubectl = str(binaries.ensure_kubectl())
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = run(kubectl, "__complete", "clusterhealth", "ex", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "explain"
+    done = run(kubectl, "__complete", "clusterhealth", "status", "-o", "", env=env)
+    assert done.stdout.splitlines()[:3] == ["json", "text", "yaml"]
+
+
+def test_bash_completion_script() -> None:
+    script = run(str(BIN / "clusterhealth"), "completion", "bash").stdout
+    assert "complete -F _clusterhealth clusterhealth kubectl-clusterhealth" in script
+    probe = (f"{script}\nCOMP_WORDS=(clusterhealth remedy t); COMP_CWORD=2; _clusterhealth; "
+             "echo \"${COMPREPLY[*]}\"; COMP_WORDS=(clusterhealth join x --member-access ''); "
+             "COMP_CWORD=4; _clusterhealth; echo \"${COMPREPLY[*]}\"")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = run("bash", "-c", probe, env=env)
+    assert done.stdout.splitlines() == ["test", "full scoped"], done.stdout + done.stderr
+    zsh = run(str(BIN / "clusterhealth"), "completion", "zsh").stdout
+    assert zsh.startswith("#compdef clusterhealth kubectl-clusterhealth") and "bashcompinit" in zsh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import pathlib
 from typing import Any
 
@@ -10,7 +11,7 @@ import clikit
 import pytest
 import yaml
 
-from clusterhealth_cli import errors, remedytest, testfile
+from clusterhealth_cli import app, errors, remedytest, testfile
 from clusterhealth_remedy import decision
 
 DNS = clikit.DNS
@@ -89,7 +90,8 @@ REFUSED = [
     ("boolean conditionStatus",
      _set(["remedies", 0, "spec", "decisionMatches", 0, "clusterConditionMatch",
            "conditionStatus"], False),
-     "clusterConditionMatch.conditionStatus: must be a string, got boolean"),
+     "clusterConditionMatch.conditionStatus: must be one of True, False, Unknown; got False "
+     "(a boolean: quote it, \"False\")"),
     ("bad operator",
      _set(["remedies", 0, "spec", "decisionMatches", 0, "clusterConditionMatch", "operator"],
           "In"),
@@ -140,9 +142,29 @@ REFUSED = [
      "expect[0].remedyActions: required (use [] to expect no action)"),
     ("misspelt expected action", _set(["tests", 0, "expect", 0, "remedyActions"],
                                       ["TrafficControll"]),
-     "expect[0].remedyActions[0]: 'TrafficControll' is not a remedy action"),
+     "expect[0].remedyActions[0]: 'TrafficControll' is not a remedy action (did you mean "
+     "'TrafficControl'?)"),
     ("a cluster expected twice", _set(["tests", 0, "expect", 1, "cluster"], "m1"),
      "expect[1].cluster: cluster m1 expected twice"),
+    # misspellings name what was meant
+    ("misspelt Remedy key", _set(["remedies", 0, "spec", "decisionMatch"], []),
+     "invalid Remedy dns: spec.decisionMatch: unknown field (did you mean 'decisionMatches'?)"),
+    ("misspelt case key", _set(["tests", 0, "expected"], []),
+     "t.yaml: tests[0].expected: unknown field (did you mean 'expect'?)"),
+    ("misspelt expectation key", _set(["tests", 0, "expect", 0, "remedyAction"], []),
+     "unknown field (did you mean 'remedyActions'?)"),
+    ("lower-case conditionStatus in a Remedy",
+     _set(["remedies", 0, "spec", "decisionMatches", 0, "clusterConditionMatch",
+           "conditionStatus"], "false"),
+     "clusterConditionMatch.conditionStatus: must be one of True, False, Unknown; got 'false' "
+     "(did you mean 'False'?)"),
+    ("unknown conditionStatus in a Remedy",
+     _set(["remedies", 0, "spec", "decisionMatches", 0, "clusterConditionMatch",
+           "conditionStatus"], "Down"),
+     "conditionStatus: must be one of True, False, Unknown; got 'Down'"),
+    ("lower-case fixture status", _set(["tests", 0, "clusters", 0, "conditions"],
+                                       {DNS: "false"}),
+     "got a string ('false') (did you mean 'False'?)"),
     ("expected source names no Remedy of the file",
      _set(["tests", 0, "expect", 1, "remedyActionSources"], [{"action": TC,
                                                                "remedies": ["dsn"]}]),
@@ -215,7 +237,8 @@ def test_files_yaml_and_remedy_files(tmp_path: pathlib.Path) -> None:
                                        "metadata: {name: r}\nspec: {actions: [TrafficControl], "
                                        "decisionMatch: []}\n")
     assert refused("remedyFiles: [bad.yaml]\ntests: [{name: x, clusters: [{name: m}]}]\n"
-                   ).endswith("bad.yaml: invalid Remedy r: spec.decisionMatch: unknown field")
+                   ).endswith("bad.yaml: invalid Remedy r: spec.decisionMatch: unknown field "
+                                 "(did you mean 'decisionMatches'?)")
     (tmp_path / "adir").mkdir()
     with pytest.raises(errors.CliError) as caught:
         testfile.load(tmp_path / "adir")
@@ -346,3 +369,21 @@ def test_uses_the_controllers_decision(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(decision, "decide", nothing)
     assert not run([NOW], {}, {"remedyActions": [TC]}).passed
+
+
+def test_a_folder_runs_every_test_file_and_skips_the_manifests(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "remedies.yaml").write_text(yaml.safe_dump(remedy_obj("dns", ["m1", "m2"])))
+    suite = {"remedyFiles": ["remedies.yaml"], "tests": BASE["tests"]}
+    suite = copy.deepcopy(suite)
+    suite["tests"][0]["expect"] = [{"cluster": "m2", "remedyActions": [TC]}]
+    (tmp_path / "a-test.yaml").write_text(yaml.safe_dump(suite))
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "b-test.yml").write_text(yaml.safe_dump(
+        {**suite, "remedyFiles": ["../remedies.yaml"]}))
+    out, err = io.StringIO(), io.StringIO()
+    assert app.main(["remedy", "test", str(tmp_path)], out=out, err=err) == errors.OK, err
+    assert "2 passed, 0 failed (2 files)" in out.getvalue()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert app.main(["remedy", "test", str(empty)], out=out, err=err) == errors.INPUT
+    assert "no Remedy test file in this folder" in err.getvalue()

@@ -33,6 +33,9 @@ def _unique(prefix: str) -> str:
         ({"operator": "Equal", "conditionStatus": "False"}, "conditionType"),
         ({"conditionType": "ServiceDomainNameResolutionReady", "operator": "Equal"},
          "conditionStatus"),
+        # a lower-case status never equals a condition's (and NotEqual would hold everywhere)
+        ({"conditionType": "ServiceDomainNameResolutionReady", "operator": "NotEqual",
+          "conditionStatus": "false"}, "conditionStatus"),
     ],
 )
 async def test_malformed_remedy_rejected(cp: kube.ApiClient, match: dict[str, str],

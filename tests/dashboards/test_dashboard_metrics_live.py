@@ -237,3 +237,26 @@ async def test_every_metric_the_dashboards_and_alerts_use_is_exported(stack: Sta
     assert not_exported == {}, (
         "metrics used by the dashboards or alert rules that no running component exports "
         f"(renamed? removed?): {not_exported}")
+
+
+COMPONENT_LABELS = {"agent": "agent", "remedy": "remedy", "mci": "mci-provider",
+                    "controlplane": "controlplane", "scheduler": "scheduler"}
+
+
+async def test_every_component_says_what_it_is_and_who_leads(stack: Stack) -> None:
+    """Build info, process series, ``clusterhealth_leader{component}``, and no ``_created``."""
+    for name, component in COMPONENT_LABELS.items():
+        running = stack.components[name]
+
+        async def leads(running: Component = running, component: str = component) -> bool:
+            value = await asyncio.to_thread(running.sample, "clusterhealth_leader",
+                                            component=component)
+            return value == 1.0
+        await waiting.eventually(leads, timeout=60)
+        text = await asyncio.to_thread(running.exposition)
+        names = dashkit.exported_names(text)
+        assert {"clusterhealth_build_info", "process_resident_memory_bytes",
+                "process_cpu_seconds_total", "python_info"} <= names, name
+        info = running.sample("clusterhealth_build_info", component=component)
+        assert info == 1.0, name
+        assert "_created" not in text, f"{name} exports _created series"

@@ -155,3 +155,33 @@ def test_controller_filters_name_the_components_controllers(chart: str,
     # a renamed controller must fail here, not leave a panel empty
     (path,) = [p for p in dashkit.DASHBOARDS if p.parent.parent.name == chart]
     assert _controller_names(str(path.relative_to(dashkit.ROOT))) == expected
+
+
+def _quantity(expr: str) -> str:
+    """What a query plots: seconds, a fraction, events per interval or a level (count)."""
+    if re.search(r"_seconds(_bucket|_sum)?\b", expr) and "timestamp" not in expr:
+        return "seconds"
+    if re.search(r"_(fraction|ratio)\b", expr):
+        return "fraction"
+    if re.search(r"\b(increase|rate|irate)\(", expr):
+        return "events"
+    return "level"
+
+
+UNITS = {"seconds": {"s"}, "fraction": {"percentunit"}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_panel_mixes_units(name: str) -> None:
+    """One axis per panel: a level beside a latency (or a fraction) is unreadable."""
+    for panel in _data_panels(_dashboard(name)):
+        if panel["type"] not in ("timeseries", "state-timeline"):
+            continue
+        kinds = {_quantity(t["expr"]) for t in panel["targets"]}
+        where = f"panel {panel['id']} {panel['title']!r}"
+        assert len(kinds) == 1, f"{where} mixes {sorted(kinds)}: split it"
+        (kind,) = kinds
+        unit = ((panel.get("fieldConfig") or {}).get("defaults") or {}).get("unit")
+        if kind in UNITS and not any(o.get("properties") for o in
+                                     panel["fieldConfig"].get("overrides") or []):
+            assert unit in UNITS[kind], f"{where} plots {kind} with unit {unit!r}"

@@ -215,3 +215,26 @@ async def test_gauges_are_cleared_when_the_term_ends(
     async with k.running_controller(cp, provider):
         await cp.delete(MCI, name, namespace=ns)
         await k.eventually(lambda: k.gone(cp, name, ns))
+
+
+async def test_service_in_no_member(running: tuple[k.Running, fake.FakeProvider],
+                                    cp: kube.ApiClient,
+                                    members: dict[str, kube.ApiClient]) -> None:
+    """Not "Programmed, 0 cluster(s) active" and 503s: the MCI names the missing Service."""
+    _, provider = running
+    ns = await k.make_namespace(cp, *members.values())
+    service, name = k.unique("svc"), k.unique("nowhere")
+    await cp.create(MCI, k.path_body(name, [k.http_path(service, "/")], "nowhere.example", ns))
+    found = await k.eventually(lambda: _reason(cp, name, ns, controller.SERVICE_NOT_FOUND))
+    assert found["status"] == "False"
+    assert f"backend Service {ns}/{service} exists in no member cluster" in found["message"]
+    assert "member1" in found["message"] and "member2" in found["message"]
+    event = await _one_warning(cp, name, ns, controller.SERVICE_NOT_FOUND)
+    assert f"{ns}/{service}" in event["message"]
+    # the Service appears in a member: served, and said so
+    await k.make_service(members["member1"], service, [("10.1.0.9", 8080)], namespace=ns)
+    served = await k.eventually(lambda: _reason(cp, name, ns, "Programmed"))
+    assert served["status"] == "True"
+    assert provider.route("nowhere.example", "/") == (f"{ns}/{name}", f"{service}:80")
+    await cp.delete(MCI, name, namespace=ns)
+    await k.eventually(lambda: k.gone(cp, name, ns))

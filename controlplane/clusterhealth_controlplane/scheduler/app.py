@@ -6,8 +6,8 @@ import prometheus_client
 
 from clusterhealth_controlplane.scheduler import controller, metrics
 from clusterhealth_controlplane.scheduler import settings as scheduler_settings
+from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 
@@ -18,6 +18,7 @@ NEEDED = (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS, reso
 async def serve(settings: scheduler_settings.SchedulerSettings) -> None:
     """Run until SIGTERM/SIGINT."""
     registry = prometheus_client.CollectorRegistry()
+    leadership = buildinfo.register(registry, 'scheduler')
     clock = clocks.Clock()
     scheduler_metrics = metrics.SchedulerMetrics(registry)
     controller_settings = controller.ControllerSettings(
@@ -32,6 +33,7 @@ async def serve(settings: scheduler_settings.SchedulerSettings) -> None:
             make=lambda term: controller.Scheduler(term, controller_settings, scheduler_metrics),
             leader_gauge=scheduler_metrics.is_leader,
             metrics=runner.ProcessMetrics(registry),
+            leadership=leadership,
             term=runner.TermSettings(controller.COMPONENT, settings.event_namespace),
         )
         server = serving.HealthServer(registry, host=settings.bind_address,

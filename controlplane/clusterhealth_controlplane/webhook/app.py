@@ -6,13 +6,14 @@ import prometheus_client
 
 from clusterhealth_controlplane.webhook import metrics, server
 from clusterhealth_controlplane.webhook import settings as webhook_settings
+from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import runner, serving
 
 
 async def serve(settings: webhook_settings.WebhookSettings) -> None:
     """Run until SIGTERM/SIGINT; :class:`runner.StartupError` if it cannot listen."""
     registry = prometheus_client.CollectorRegistry()
+    buildinfo.register(registry, "webhook", elected=False)
     clock = clocks.Clock()
     webhook = server.WebhookServer(
         settings.defaults, settings.webhook_tls, metrics.WebhookMetrics(registry),

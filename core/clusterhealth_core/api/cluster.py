@@ -76,6 +76,8 @@ class Taint(wire.Model):
 class ClusterSpec(wire.Model):
     """How to reach the member cluster and how to schedule onto it."""
 
+    id: str | None = dataclasses.field(default=None, metadata=wire.json("id"))
+    """The member's unique ID (its ``kube-system`` namespace's UID, as Karmada's join sets it)."""
     api_endpoint: str | None = dataclasses.field(default=None, metadata=wire.json("apiEndpoint"))
     secret_ref: SecretReference | None = dataclasses.field(
         default=None, metadata=wire.json("secretRef")

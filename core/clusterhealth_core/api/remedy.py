@@ -65,7 +65,10 @@ class ClusterConditionRequirement(wire.Model):
 
     condition_type: str = dataclasses.field(metadata=wire.json("conditionType", min_length=1))
     operator: ClusterConditionOperator = dataclasses.field(metadata=wire.json("operator"))
-    condition_status: str = dataclasses.field(metadata=wire.json("conditionStatus"))
+    condition_status: meta.ConditionStatus = dataclasses.field(
+        metadata=wire.json("conditionStatus"))
+    """``True``, ``False`` or ``Unknown``, as conditions hold them: ``"false"`` is refused
+    (it would never equal a status, and ``NotEqual`` would hold for every cluster)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -18,13 +18,14 @@ CRD node preserves unknown fields.
 
 import dataclasses
 import datetime
+import difflib
 import enum
 import functools
 import operator
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Self, TypeVar
 
 from clusterhealth_core import clock
@@ -41,6 +42,13 @@ Its CRD node is ``type: object`` with ``x-kubernetes-preserve-unknown-fields``.
 _RFC3339 = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
+
+
+def did_you_mean(given: str, choices: Sequence[str]) -> str:
+    """`` (did you mean 'X'?)`` for the closest of ``choices`` (case first), else ``""``."""
+    folded = [c for c in choices if c.lower() == given.lower()]
+    close = folded or difflib.get_close_matches(given, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class ValidationError(ValueError):
@@ -294,7 +302,8 @@ def _decode_object(cls: type[M], obj: object, path: str, strict: bool) -> M:
         known = {name for name, _ in _wire_fields(cls)}
         unknown = sorted(str(key) for key in obj if key not in known)
         if unknown:
-            raise ValidationError(_join(path, unknown[0]), "unknown field")
+            raise ValidationError(_join(path, unknown[0]),
+                                  "unknown field" + did_you_mean(unknown[0], sorted(known)))
     instance = cls(**kwargs)
     instance.check(path)
     return instance
@@ -327,8 +336,12 @@ def _decode_value(tp: Any, raw: object, path: str, meta: Mapping[str, Any], stri
         return _decode_object(tp, raw, path, strict)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         allowed = [str(member.value) for member in tp]
+        if isinstance(raw, bool):  # YAML's unquoted True/False
+            raise ValidationError(path, f"must be one of {', '.join(allowed)}; got {raw!r} "
+                                        f"(a boolean: quote it, \"{raw}\")")
         if not isinstance(raw, str) or raw not in allowed:
-            raise ValidationError(path, f"must be one of {', '.join(allowed)}; got {raw!r}")
+            hint = did_you_mean(raw, allowed) if isinstance(raw, str) else ""
+            raise ValidationError(path, f"must be one of {', '.join(allowed)}; got {raw!r}{hint}")
         return tp(raw)
     if tp is str:
         if not isinstance(raw, str):

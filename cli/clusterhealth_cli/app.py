@@ -205,9 +205,9 @@ def add_join_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     join_parser.add_argument("--agent-values", metavar="FILE", action="append", default=[],
                              help="values for the agent chart (repeatable)")
     join_parser.add_argument("--mci-chart", metavar="CHART", default=None,
-                             help="install the MCI provider's read-only member RBAC "
-                                  "(target=member) from this chart, bound to the member "
-                                  "identity")
+                             help="install the MCI provider's read-only member identity "
+                                  "(target=member) from this chart and put its token in the "
+                                  "control plane's clusterhealth-mci-credentials/<name>")
     join_parser.add_argument("--token-duration", metavar="DURATION", type=settings.duration,
                              default=None,
                              help="issue expiring tokens (TokenRequest API) of this lifetime "

@@ -28,7 +28,8 @@ Sleep = Callable[[float], Awaitable[None]]
 POLL = 0.5
 """How often a token Secret or a deleted Cluster is looked at again."""
 AGENT_RELEASE = "clusterhealth-agent"
-MCI_RELEASE = "clusterhealth-mci-member"
+MCI_RELEASE = joinplan.MCI_ACCOUNT
+"""Named like the chart, so that its ServiceAccount is ``clusterhealth-mci-provider``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +163,14 @@ class Side:
             return str(issued["status"]["token"])
         secret = joinplan.account_token(account, namespace, owner)
         await self.apply(resources.SECRETS, secret)
-        name = secret["metadata"]["name"]
+        return await self.filled_token(secret["metadata"]["name"], namespace, request, sleep)
+
+    async def filled_token(self, name: str, namespace: str, request: JoinRequest,
+                           sleep: Sleep) -> str | None:
+        """The token in the Secret ``name``, once the token controller filled it.
+
+        None only in a dry run, before the Secret exists.
+        """
         deadline = time.monotonic() + request.wait
         while True:
             live = await self.read(resources.SECRETS, name, namespace)
@@ -309,7 +317,17 @@ async def join(request: JoinRequest, cp_api: kube.ApiClient, member_api: kube.Ap
     if helm.mci_chart:
         run_helm(joinplan.helm_command(helm.binary, MCI_RELEASE, helm.mci_chart, agent_ns,
                                        helm.kubeconfig, helm.context,
-                                       joinplan.mci_member_sets(name)), request.dry_run, report)
+                                       joinplan.mci_member_sets()), request.dry_run, report)
+        # the provider reads this member with that identity: its token, into the control plane
+        mci_token = await mem.filled_token(joinplan.token_secret(joinplan.MCI_ACCOUNT),
+                                           agent_ns, request, sleep)
+        report.section(f"control plane {cp_api.credentials.server}, the MCI provider's "
+                       "read-only member credential:")
+        await cp.apply(resources.NAMESPACES, joinplan.namespace(joinplan.MCI_CREDENTIALS_NAMESPACE))
+        credential = joinplan.mci_credentials(member, mci_token or "")
+        if mci_token is None:
+            credential.pop("data")
+        await cp.apply(resources.SECRETS, credential)
     if request.dry_run:
         out.write(f"cluster({name}) would be joined (dry run: nothing was changed)\n")
         return
@@ -368,6 +386,7 @@ async def unjoin(request: UnjoinRequest, cp_api: kube.ApiClient,
     await cp.delete(joinplan.CLUSTER_ROLES, joinplan.agent_role(name))
     await cp.delete(resources.SECRETS, joinplan.token_secret(agent), ns)
     await cp.delete(resources.SERVICE_ACCOUNTS, agent, ns)
+    await cp.delete(resources.SECRETS, name, joinplan.MCI_CREDENTIALS_NAMESPACE)
     if member_api is not None:
         mem = Side(member_api, f"the member cluster {member_api.credentials.server}", report,
                    request.dry_run)

@@ -140,6 +140,14 @@ def agent_role(name: str) -> str:
     return f"clusterhealth-agent:{name}"
 
 
+MCI_ACCOUNT = "clusterhealth-mci-provider"
+"""The MCI provider's read-only identity in a member: the chart's ServiceAccount when its
+release is named like the chart (``clusterhealth-mci-provider``), as join installs it."""
+MCI_CREDENTIALS_NAMESPACE = "clusterhealth-mci-credentials"
+"""Where the MCI provider reads each member's read-only credential (its chart's default
+``memberCredentials.namespace``)."""
+
+
 def token_secret(account: str) -> str:
     """The Secret holding a ServiceAccount's long-lived token."""
     return f"{account}-token"
@@ -344,8 +352,22 @@ def agent_sets(name: str) -> list[str]:
     return [f"clusterName={name}"]
 
 
-def mci_member_sets(name: str) -> list[str]:
-    """The MCI provider chart's values for its read-only RBAC bound to the member identity."""
-    return ["target=member", "crds.enabled=false", "member.subject.kind=ServiceAccount",
-            f"member.subject.name={member_account(name)}",
-            f"member.subject.namespace={CLUSTER_NAMESPACE}"]
+def mci_member_sets() -> list[str]:
+    """The MCI provider chart's values for its read-only identity in a member.
+
+    Its own ServiceAccount and long-lived token (``charts/mci-provider``, "Member clusters").
+    """
+    return ["target=member", "crds.enabled=false"]
+
+
+def mci_credentials(member: Member, token: str) -> Manifest:
+    """``clusterhealth-mci-credentials/<name>`` in the control plane.
+
+    The MCI provider's read-only identity in the member: ``caBundle`` (the member's CA,
+    as in the Cluster's Secret) and ``token``, in Karmada's shape.
+    """
+    data = {"token": _b64(token.encode())}
+    if member.ca:
+        data["caBundle"] = _b64(member.ca)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _meta(member.name, MCI_CREDENTIALS_NAMESPACE), "data": data}

@@ -178,6 +178,7 @@ async def test_oci_artifacts_from_a_local_registry(helm: Helm, repository: pathl
         kinds = {d["kind"] for d in yaml.safe_load_all(rendered) if d}
         assert {"Deployment", "CustomResourceDefinition"} <= kinds
         pulled = tmp_path / "pulled"
+        pulled.mkdir()  # helm pull writes into an existing folder only
         helm("pull", f"{target}/clusterhealth-agent", "--version", VERSION, "--plain-http",
              "--destination", str(pulled))
         assert (pulled / f"clusterhealth-agent-{VERSION}.tgz").read_bytes() == (

@@ -5,7 +5,8 @@ nobody registered, each with a real ``kube-controller-manager`` running the
 token and garbage-collection controllers (so token Secrets get filled as in a
 real cluster).  The test follows docs/operations.md ("Install with join") step
 by step: a dry run changes nothing; the join makes every object (and installs
-the agent and the MCI member RBAC with helm into the member); a second join
+the agent and the MCI provider's read-only identity with helm into the member, its token
+into the control plane); a second join
 changes nothing; the controller manager's clusterStatus controller, working with
 nothing but the Secret join wrote (the member identity's scoped rights), makes
 the Cluster Ready; the agent, with nothing but the kubeconfig Secret join wrote
@@ -151,11 +152,17 @@ async def test_join_follows_the_docs_and_the_member_reports(
                    "clusterhealth-agent")
         assert f"--cluster-name={MEMBER}" in " ".join(
             daemonset["spec"]["template"]["spec"]["containers"][0]["args"])
-        mci_binding = await member.get(joinplan.CLUSTER_ROLE_BINDINGS,
-                                       "clusterhealth-mci-member-clusterhealth-mci-provider")
+        mci_binding = await member.get(joinplan.CLUSTER_ROLE_BINDINGS, joinplan.MCI_ACCOUNT)
         assert mci_binding["subjects"] == [{"kind": "ServiceAccount",
-                                            "name": f"karmada-{MEMBER}",
-                                            "namespace": "karmada-cluster"}]
+                                            "name": joinplan.MCI_ACCOUNT,
+                                            "namespace": "clusterhealth-system"}]
+        # the MCI provider's credential in the control plane is that identity's token
+        mci_token = await member.get(resources.SECRETS, joinplan.token_secret(
+            joinplan.MCI_ACCOUNT), namespace="clusterhealth-system")
+        credential = await cp.get(resources.SECRETS, MEMBER,
+                                  namespace=joinplan.MCI_CREDENTIALS_NAMESPACE)
+        assert secret_value(credential, "token") == secret_value(mci_token, "token")
+        assert secret_value(credential, "caBundle") == join_env.ca.cert_pem
 
         # 3. again: nothing changes
         code, again, err = await cli(env, *join_args(join_env))
@@ -186,7 +193,7 @@ async def test_join_follows_the_docs_and_the_member_reports(
             "lastHeartbeatTime": now, "lastTransitionTime": now}]}},
             subresource="status", patch_type="strategic")
         server = dns.DnsServer("127.0.0.1", records={
-            "kubernetes.default.svc.cluster.local": "10.96.0.1"})
+            "kubernetes.default.svc.cluster.local": "198.18.0.1"})
         await asyncio.to_thread(server.start)
         try:
             host, port = server.address
@@ -230,6 +237,9 @@ async def test_join_follows_the_docs_and_the_member_reports(
         assert not await exists(cp, resources.CLUSTERS, MEMBER)
         assert not await exists(cp, resources.SECRETS, MEMBER, "karmada-cluster")
         assert not await exists(cp, joinplan.CLUSTER_ROLES, joinplan.agent_role(MEMBER))
+        assert not await exists(cp, resources.SECRETS, MEMBER, joinplan.MCI_CREDENTIALS_NAMESPACE)
+        assert not await exists(member, resources.SERVICE_ACCOUNTS, joinplan.MCI_ACCOUNT,
+                                "clusterhealth-system")
         assert not await exists(member, resources.SERVICE_ACCOUNTS, f"karmada-{MEMBER}",
                                 "karmada-cluster")
         assert not await exists(member, joinplan.CLUSTER_ROLES, joinplan.member_role(MEMBER))

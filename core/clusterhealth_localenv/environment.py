@@ -118,6 +118,11 @@ class EnvironmentConfig:
     nodes: nodes.NodeSettings | None = None
     """Clusters whose Nodes run containers (kubelet, containerd, kube-proxy, CoreDNS; see
     :mod:`.nodes`); None: none."""
+    crds: bool = True
+    """Install our CRDs and register the members at start.  False leaves both to the
+    caller, as a user installs them: ``helm install`` of ``charts/clusterhealth-crds``,
+    then :meth:`LocalEnvironment.register_members` (what ``karmadactl join`` does).
+    Only in our mode (Karmada's API brings its own CRDs)."""
 
 
 class LocalEnvironment:
@@ -193,14 +198,16 @@ class LocalEnvironment:
             server.process.start()
         await asyncio.gather(*(self._wait_ready(s) for s in self.servers.values()))
         if karmada_binaries is None:
-            await self._install_crds(crd_files.load_crds())
+            if self.config.crds:
+                await self._install_crds(crd_files.load_crds())
         else:
             await self._start_karmada(karmada_binaries)
         if parts is not None:
             await self._start_workloads(await parts)
         if self.node_env is not None:
             await self._start_nodes(self.node_env)
-        await self._register_members()
+        if self.config.crds or self.is_karmada:
+            await self.register_members()
         if self.karmada is not None:
             await self.karmada.start_controller_manager()
             if self.config.karmada.wait_members_ready:
@@ -486,7 +493,13 @@ class LocalEnvironment:
             for crd in crds:
                 await _wait_established(api, crd["metadata"]["name"], self.config.start_timeout)
 
-    async def _register_members(self) -> None:
+    async def register_members(self) -> None:
+        """Register every member in the control plane, as ``karmadactl join`` (Push) does.
+
+        A Secret ``karmada-cluster/<member>`` with ``caBundle`` and a token of the member's
+        (``system:masters``), and a ``Cluster`` with ``spec.apiEndpoint`` and ``secretRef``
+        to it; what exists already is kept.  Needs the Cluster CRD.
+        """
         async with self.client() as api:
             with contextlib.suppress(errors.Conflict):
                 await api.create(

@@ -715,7 +715,7 @@ class NodeEnvironment:
         self.kubernetes_version = kubernetes_version
         self.network: nodenet.NodeNetwork | None = None
         self.cgroups: nodehost.CgroupRoot | None = None
-        self.kernel = nodehost.KernelSettings()
+        self.kernel = nodehost.KernelSettings(minimums=nodehost.NODE_LIMITS)
         self._held = False
         self.clusters: dict[str, NodeCluster] = {}
         self._parts: asyncio.Task[tuple[bins.NodeBinaries, bins.WorkloadBinaries]] | None = None

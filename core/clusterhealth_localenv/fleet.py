@@ -38,14 +38,14 @@ import os
 import pathlib
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
-from clusterhealth_localenv import binaries, environment, folderimages, images
+from clusterhealth_localenv import binaries, environment, folderimages, images, nodes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "clusterhealth-system"
@@ -476,6 +476,39 @@ class Fleet:
         return sorted(pods, key=lambda p: not pod_ready(p))
 
 
+@contextlib.asynccontextmanager
+async def running(workdir: pathlib.Path, members: Sequence[str] = ("member1", "member2"),
+                  before_install: Callable[[Fleet], Awaitable[None]] | None = None
+                  ) -> AsyncIterator[Fleet]:
+    """The whole fleet from nothing, torn down on exit.
+
+    The images (built or cached), an environment whose control plane has one Node and
+    every member two, the images loaded, every chart installed (:meth:`Fleet.install`)
+    and the ``shop`` application (:meth:`Fleet.deploy_shop`).
+
+    ``before_install`` runs once the clusters are up and before the first chart (the
+    tests record every object there).  ``Fleet.timings`` says where the time went.
+    """
+    began = time.monotonic()
+    built = await asyncio.to_thread(images.ensure_images)
+    built_at = time.monotonic()
+    config = environment.EnvironmentConfig(
+        members=tuple(members), crds=False,
+        nodes=nodes.NodeSettings(nodes=2, control_plane_nodes=1))
+    async with environment.LocalEnvironment(config) as env:
+        the_fleet = Fleet(env, built, workdir / "install")
+        the_fleet.timings["images (build or cache)"] = built_at - began
+        the_fleet.timings["environment start"] = time.monotonic() - built_at
+        await the_fleet.load_images()
+        if before_install is not None:
+            await before_install(the_fleet)
+        await the_fleet.install()
+        shop = time.monotonic()
+        await the_fleet.deploy_shop(workdir)
+        the_fleet.timings["shop (web, MCI, Remedy)"] = time.monotonic() - shop
+        yield the_fleet
+
+
 async def _create(api: kube.ApiClient, resource: resources.Resource, body: dict[str, Any],
                   namespace: str | None = None) -> None:
     with contextlib.suppress(errors.Conflict):
@@ -491,13 +524,18 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
 WEB_SCRIPT = r"""#!/bin/sh
 case "$QUERY_STRING" in *delay=*) sleep "${QUERY_STRING#*delay=}";; esac
 body="$CLUSTER/$POD_NAME"
-printf 'Content-Type: text/plain\r\nX-Backend: %s\r\nContent-Length: %s\r\n\r\n%s\n' \
-  "$body" "$((${#body} + 1))" "$body"
+head='Content-Type: text/plain\r\nX-Backend: %s\r\nContent-Length: %s\r\n'
+printf "${head}Connection: close\r\n\r\n%s\n" "$body" "$((${#body} + 1))" "$body"
 """
 
 
 def web_deployment(member: str, replicas: int) -> dict[str, Any]:
-    """Busybox httpd Pods answering ``WEB_PATH`` as ``<member>/<pod>`` (a CGI script)."""
+    """Busybox httpd Pods answering ``WEB_PATH`` as ``<member>/<pod>`` (a CGI script).
+
+    httpd closes every connection after its answer, so the answer says so
+    (``Connection: close``): HAProxy would otherwise keep the connection for the next
+    request, find it closed, and close the client's connection without an answer.
+    """
     script = WEB_SCRIPT.replace("'", "'\"'\"'")
     start = (f"mkdir -p /www/cgi-bin && printf '%s' '{script}' > /www/cgi-bin/web && "
              f"chmod +x /www/cgi-bin/web && exec httpd -f -p {WEB_PORT} -h /www")

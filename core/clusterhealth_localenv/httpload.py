@@ -189,6 +189,8 @@ class Traffic:
     answers: list[tuple[float, str]] = dataclasses.field(default_factory=list)
     """``(monotonic time the request was sent, backend)`` per successful request."""
     failures: list[str] = dataclasses.field(default_factory=list)
+    failed_at: list[float] = dataclasses.field(default_factory=list)
+    """``time.monotonic()`` when each failed request was sent (beside ``failures``)."""
     _tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     _stopping: bool = False
 
@@ -231,10 +233,12 @@ class Traffic:
                     response = await client.get(self.host, path)
                 except Exception as exc:
                     self.failures.append(f"client {number}: {type(exc).__name__}: {exc}")
+                    self.failed_at.append(started)
                     continue
                 if response.status != 200 or response.backend is None:
                     self.failures.append(f"client {number}: HTTP {response.status} "
                                          f"{response.body.strip()!r}")
+                    self.failed_at.append(started)
                 else:
                     self.answers.append((started, response.backend))
                 await asyncio.sleep(self.pause)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
@@ -245,3 +246,27 @@ def statuses(versions: Sequence[Mapping[str, Any]], kind: str) -> list[tuple[str
         found.append((str(cond.get("status")), str(cond.get("lastTransitionTime")))
                      if cond else ("absent", ""))
     return found
+
+
+Snapshot = dict[str, set[tuple[str, str, str]]]
+"""Per cluster: every object as (resource, namespace, name)."""
+
+
+async def snapshot(the_fleet: fleet.Fleet) -> Snapshot:
+    """Every object of every listable resource in every cluster (Events left out)."""
+    found: Snapshot = {}
+    for cluster in [environment.CONTROL_PLANE, *the_fleet.env.members]:
+        names = (await the_fleet.kubectl(cluster, "api-resources", "--verbs=list",
+                                         "-o", "name")).stdout.split()
+        names = [n for n in names if n not in ("events", "events.events.k8s.io",
+                                               "componentstatuses")]
+        listed = json.loads((await the_fleet.kubectl(
+            cluster, "get", ",".join(names), "-A", "-o", "json")).stdout)
+        found[cluster] = {(_resource(item), item["metadata"].get("namespace") or "",
+                           item["metadata"]["name"]) for item in listed["items"]}
+    return found
+
+
+def _resource(item: dict[str, Any]) -> str:
+    group = item["apiVersion"].rsplit("/", 1)[0] if "/" in item["apiVersion"] else ""
+    return f"{item['kind']}.{group}" if group else item["kind"]

@@ -261,6 +261,28 @@ def install_steps(members: Sequence[str], settings: FleetSettings = FleetSetting
     return steps + rollout_steps(members, settings.rollout_timeout)
 
 
+def uninstall_steps(members: Sequence[str]) -> list[Step]:
+    """docs/operations.md, "Uninstall": the users' objects first, then every release."""
+    cp = environment.CONTROL_PLANE
+    steps = [Step("kubectl delete multiclusteringresses --all --all-namespaces --wait",
+                  OPERATIONS, cp),
+             Step("kubectl delete remedies --all --wait", OPERATIONS, cp)]
+    for member in members:
+        steps += [Step(f"helm uninstall clusterhealth-agent --kube-context {member} "
+                       f"--namespace {NAMESPACE}", OPERATIONS, member),
+                  Step(f"helm uninstall clusterhealth-mci-provider-rbac --kube-context {member}",
+                       OPERATIONS, member),
+                  Step(f"helm uninstall clusterhealth-agent-rbac-{member} --kube-context "
+                       "clusterhealth --namespace karmada-cluster", OPERATIONS, cp)]
+    steps += [Step(f"helm uninstall {release} --kube-context clusterhealth --namespace "
+                   f"{NAMESPACE}", OPERATIONS, cp)
+              for release in ("clusterhealth-mci-provider", "clusterhealth-remedy",
+                              "clusterhealth-controlplane")]
+    steps.append(Step("helm uninstall clusterhealth-crds --kube-context clusterhealth",
+                      OPERATIONS, cp))
+    return steps
+
+
 def merged_kubeconfig(env: environment.LocalEnvironment) -> dict[str, Any]:
     """One kubeconfig with a context per cluster, named as the docs name them."""
     clusters, users, contexts = [], [], []

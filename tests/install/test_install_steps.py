@@ -16,13 +16,14 @@ import pytest
 from clusterhealth_localenv import fleet
 
 STEPS = fleet.install_steps(["member1"])
+UNINSTALL = fleet.uninstall_steps(["member1"])
 
 
 def _normalized(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("\\\n", " "))
 
 
-@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.text[:60])
+@pytest.mark.parametrize("step", STEPS + UNINSTALL, ids=lambda s: s.text[:60])
 def test_the_command_is_written_so_in_its_page(step: fleet.Step) -> None:
     page = _normalized((fleet.REPO / step.doc).read_text())
     assert _normalized(step.text) in page, f"{step.doc} no longer says: {step.text}"

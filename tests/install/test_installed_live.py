@@ -280,10 +280,16 @@ async def _hand_over(cp: kube.ApiClient, component: kit.Component) -> float:
                                 interval=0.2)
     took = time.monotonic() - began
     assert holder == standby[0]["metadata"]["name"], (holder, standby)
-    body = await kit.scrape(f"http://{standby[0]['status']['podIP']}:"
-                            f"{standby[0]['spec']['containers'][0]['ports'][0]['containerPort']}"
-                            "/metrics")
-    assert [v for _, v in kit.samples(body, component.metric)] == [1.0], component
+    url = (f"http://{standby[0]['status']['podIP']}:"
+           f"{standby[0]['spec']['containers'][0]['ports'][0]['containerPort']}/metrics")
+
+    async def says_leading() -> bool:
+        # the gauge is set once the new holder's Lease write has returned to it: a loaded
+        # machine can show the Lease to us first
+        body = await kit.scrape(url)
+        return [v for _, v in kit.samples(body, component.metric)] == [1.0]
+    await kit.wait_for(f"{component.name}'s new leader saying so in /metrics", says_leading,
+                       timeout=30, interval=0.2)
     return took
 
 

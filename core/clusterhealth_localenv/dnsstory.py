@@ -63,8 +63,17 @@ class DnsStory:
         return {m: plan.pod_range(env.node_env.indexes[m]) for m in MEMBERS}
 
     async def start_traffic(self) -> None:
-        """Requests through a Ready MCI provider Pod's HAProxy until both members answered."""
+        """Requests through a Ready MCI provider Pod's HAProxy until both members answered.
+
+        They start once that HAProxy sends to servers of both members (right after the
+        install the MCI provider may not have written them yet: HAProxy answers 503).
+        """
         self.haproxy_pod = (await self.fleet.haproxy_pods())[0]
+
+        async def serving() -> bool:
+            states = await self.haproxy_states()
+            return all(demoview.taking_traffic(states, m) > 0 for m in MEMBERS)
+        await self.until("HAProxy sending to both members", serving)
         self.traffic = httpload.Traffic(
             port=fleet.WEB_PORT, host=fleet.WEB_HOST, path=fleet.WEB_PATH,
             address=self.haproxy_pod["status"]["podIP"], clients=self.clients)

@@ -195,3 +195,11 @@ def test_the_demo_names_the_real_defaults_of_the_timers_it_shortens() -> None:
     for flag, value, _ in demo.CONTROLLER_MANAGER_TIMERS:
         assert getattr(parsed, flag.removeprefix("--").replace("-", "_")) == \
             settings.duration(value)
+
+
+def test_real_nodes_refuses_follow_with_one_message_and_exit_code_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        demo.main(["--real-nodes", "--follow"])
+    assert exited.value.code == 2
+    assert "--follow is not available with --real-nodes" in capsys.readouterr().err

@@ -24,6 +24,13 @@ member1 drained from HAProxy, and back); phase 2 stops member1's API server
 (Ready False, taints, eviction, member2 runs 3 Pods; member1 back, stale
 objects removed, failback after the window); phase 3 is the summary.
 ``--follow`` keeps watching afterwards; Ctrl-C stops everything at any point.
+
+``--real-nodes`` (root) tells the DNS story on real Pods instead
+(:mod:`.dnsstory`, the story ``tests/install`` asserts): every chart installed
+with helm onto clusters whose Nodes run containers (:func:`.fleet.running`, a few
+minutes), member1's CoreDNS scaled to 0 and back, the agent DaemonSet's Pods
+failing their probe, the MCI provider's HAProxy sidecar draining member1, requests
+flowing through that Pod all along.
 """
 
 from __future__ import annotations
@@ -51,7 +58,9 @@ from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import demoview as view
 from clusterhealth_localenv import (
     dns,
+    dnsstory,
     environment,
+    fleet,
     haproxy,
     httpload,
     podnet,
@@ -813,8 +822,45 @@ async def run(args: argparse.Namespace, control: Control) -> int:
     return code
 
 
+async def run_real_nodes(args: argparse.Namespace) -> int:
+    """``--real-nodes``: the fleet installed with helm, the DNS story on its Pods."""
+    workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="clusterhealth-demo-"))
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    say("clusterhealth demo on real Nodes: a control plane with 1 Node, member1 and member2 "
+        "with 2 Nodes each (kubelet, containerd, kube-proxy, CoreDNS); the images built, "
+        "every chart installed with helm as docs/operations.md says (a few minutes)")
+    async with fleet.running(workdir) as the_fleet:
+        say("installed: " + ", ".join(f"{k} {v:.0f} s" for k, v in the_fleet.timings.items()))
+        story = dnsstory.DnsStory(the_fleet, say=lambda line: print(line, flush=True))
+        say("requests through the MCI provider Pod's HAProxy sidecar to shop/web in both "
+            "members")
+        try:
+            await story.start_traffic()
+            say(">>> member1's CoreDNS scaled to 0, then back")
+            phase = await story.run()
+        except (AssertionError, fleet.FleetError) as exc:  # a step did not come
+            say(f"!! the demo stopped: {exc}")
+            return 1
+        finally:
+            await story.stop_traffic()
+        assert story.traffic is not None
+        seen = view.retries(await story.haproxy_rows())
+        for line in view.summary_lines([phase], len(story.traffic.answers),
+                                       story.traffic.failures, seen, str(the_fleet.workdir),
+                                       "every helm and kubectl command's working folder; "
+                                       "the clusters' logs go with them"):
+            print(line, flush=True)
+        for failure in story.traffic.failures[:5]:
+            print(f"  failed: {failure}", flush=True)
+        say("stopping every Node and cluster")
+    say("everything stopped")
+    return 1 if story.traffic.failures else 0
+
+
 async def _main(args: argparse.Namespace) -> int:
     control = Control()
+    if args.real_nodes:
+        return await run_real_nodes(args)
     story = asyncio.create_task(run(args, control))
     loop = asyncio.get_running_loop()
 
@@ -846,7 +892,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None,
                         help="where the environment and the logs go (default: a new "
                              "directory under $TMPDIR, kept afterwards)")
+    parser.add_argument("--real-nodes", action="store_true",
+                        help="the DNS story on real Pods: every chart installed with helm "
+                             "onto clusters whose Nodes run containers (needs root)")
     args = parser.parse_args(argv)
+    if args.real_nodes and args.follow:
+        parser.error("--follow is not available with --real-nodes")
+    if args.real_nodes and os.geteuid() != 0:
+        parser.error("--real-nodes needs root (its Nodes run kubelet and containerd)")
     try:
         return asyncio.run(_main(args))
     except (environment.StartError, dns.DnsServerError, haproxy.HAProxyError,

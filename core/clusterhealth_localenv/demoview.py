@@ -223,7 +223,8 @@ def phase_line(phase: Phase) -> str:
 
 
 def summary_lines(phases: Sequence[Phase], answered: int, failed: Sequence[str],
-                  retries_seen: tuple[int, int], logs: str) -> list[str]:
+                  retries_seen: tuple[int, int], logs: str,
+                  logs_are: str = "one file per process") -> list[str]:
     """The closing summary: each phase with its timeline, the whole run, the logs."""
     lines = ["summary"]
     for phase in phases:
@@ -234,7 +235,7 @@ def summary_lines(phases: Sequence[Phase], answered: int, failed: Sequence[str],
             lines.append(f"      failed: {failure}")
     lines.append(f"  all traffic: {answered} answered, {len(failed)} failed; HAProxy retried "
                  f"{retries_seen[0]} connections, redispatched {retries_seen[1]}")
-    lines.append(f"  logs: {logs} (one file per process)")
+    lines.append(f"  logs: {logs} ({logs_are})")
     return lines
 
 

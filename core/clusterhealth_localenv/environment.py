@@ -144,6 +144,11 @@ class EnvironmentConfig:
     token_controllers: bool = False
     """Run ``kube-controller-manager`` with only the controllers that fill ServiceAccount
     token Secrets and collect garbage, on every API server, as a real cluster has them."""
+    crds: bool = True
+    """Install our CRDs and register the members at start.  False leaves both to the
+    caller, as a user installs them: ``helm install`` of ``charts/clusterhealth-crds``,
+    then :meth:`LocalEnvironment.register_members` (what ``karmadactl join`` does).
+    Only in our mode (Karmada's API brings its own CRDs)."""
 
 
 class LocalEnvironment:
@@ -225,7 +230,8 @@ class LocalEnvironment:
             server.process.start()
         await asyncio.gather(*(self._wait_ready(s) for s in self.servers.values()))
         if karmada_binaries is None:
-            await self._install_crds(crd_files.load_crds())
+            if self.config.crds:
+                await self._install_crds(crd_files.load_crds())
         else:
             await self._start_karmada(karmada_binaries)
         if parts is not None:
@@ -234,8 +240,8 @@ class LocalEnvironment:
             await self._start_nodes(self.node_env)
         if self.config.token_controllers:
             await self._start_token_controllers()
-        if self.config.register_members:
-            await self._register_members()
+        if self.config.register_members and (self.config.crds or self.is_karmada):
+            await self.register_members()
         if self.karmada is not None:
             async with self.client() as api:
                 await self.karmada.start_chain(api)
@@ -553,7 +559,13 @@ class LocalEnvironment:
             for crd in crds:
                 await _wait_established(api, crd["metadata"]["name"], self.config.start_timeout)
 
-    async def _register_members(self) -> None:
+    async def register_members(self) -> None:
+        """Register every member in the control plane, as ``karmadactl join`` (Push) does.
+
+        A Secret ``karmada-cluster/<member>`` with ``caBundle`` and a token of the member's
+        (``system:masters``), and a ``Cluster`` with ``spec.apiEndpoint`` and ``secretRef``
+        to it; what exists already is kept.  Needs the Cluster CRD.
+        """
         async with self.client() as api:
             with contextlib.suppress(errors.Conflict):
                 await api.create(

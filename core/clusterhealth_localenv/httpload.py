@@ -119,9 +119,10 @@ class Response:
 class Client:
     """One keep-alive connection to the load balancer (reopened only when the server closed it)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
+    def __init__(self, port: int, timeout: float = 10.0, address: str = "127.0.0.1") -> None:
         self.port = port
         self.timeout = timeout
+        self.address = address
         self.connections = 0
         self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
@@ -131,7 +132,7 @@ class Client:
 
     async def _get(self, host: str | None, path: str) -> Response:
         if self._stream is None:
-            self._stream = await asyncio.open_connection("127.0.0.1", self.port)
+            self._stream = await asyncio.open_connection(self.address, self.port)
             self.connections += 1
         reader, writer = self._stream
         try:
@@ -183,9 +184,13 @@ class Traffic:
     slow_every: int = 5
     slow_delay: float = 0.3
     pause: float = 0.002
+    address: str = "127.0.0.1"
+    """Where the load balancer listens (with ``port``)."""
     answers: list[tuple[float, str]] = dataclasses.field(default_factory=list)
     """``(monotonic time the request was sent, backend)`` per successful request."""
     failures: list[str] = dataclasses.field(default_factory=list)
+    failed_at: list[float] = dataclasses.field(default_factory=list)
+    """``time.monotonic()`` when each failed request was sent (beside ``failures``)."""
     _tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
     _stopping: bool = False
 
@@ -216,7 +221,7 @@ class Traffic:
             await asyncio.sleep(0.01)
 
     async def _run(self, number: int) -> None:
-        client = Client(self.port)
+        client = Client(self.port, address=self.address)
         sent = 0
         try:
             while not self._stopping:
@@ -228,10 +233,12 @@ class Traffic:
                     response = await client.get(self.host, path)
                 except Exception as exc:
                     self.failures.append(f"client {number}: {type(exc).__name__}: {exc}")
+                    self.failed_at.append(started)
                     continue
                 if response.status != 200 or response.backend is None:
                     self.failures.append(f"client {number}: HTTP {response.status} "
                                          f"{response.body.strip()!r}")
+                    self.failed_at.append(started)
                 else:
                     self.answers.append((started, response.backend))
                 await asyncio.sleep(self.pause)

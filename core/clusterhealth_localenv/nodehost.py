@@ -9,7 +9,9 @@ the machine are shared and cannot be namespaced:
   :class:`KernelSettings` records their values before the first environment
   with Nodes starts and writes them back when the last one stops; the record
   (``/tmp/clusterhealth-nodes/sysctls.json``) lists its holders by pid, so an
-  environment killed before it could restore is undone by the next one;
+  environment killed before it could restore is undone by the next one.  The
+  per-user inotify limits are raised meanwhile (:data:`NODE_LIMITS`) and restored
+  the same way;
 * cgroups: kubelet and runc make folders under each kubelet's ``cgroupRoot`` in
   every hierarchy.  :class:`CgroupRoot` makes ``/clusterhealth-nodes-<tag>/<node>``
   beforehand (kubelet insists it exists; two kubelets under one root kill each
@@ -27,7 +29,7 @@ import os
 import pathlib
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from clusterhealth_localenv import processes
 
@@ -37,6 +39,12 @@ KUBELET_SYSCTLS = (
     "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
 )
 """What kubelet v1.34 sets on this machine at start (its ``setupKernelTunables``)."""
+NODE_LIMITS = {"fs.inotify.max_user_instances": 1024, "fs.inotify.max_user_watches": 524288}
+"""Raised to at least these while Nodes run.  Every kubelet (cAdvisor, its configuration),
+containerd (its CNI folder) and API server takes inotify instances of one user (root);
+Debian's 128 ran out with five Nodes beside other test runs' API servers (kubelet then
+stops: "Failed to start cAdvisor: inotify_init: too many open files").  kind documents
+the same limits for its multi-node clusters."""
 CGROUP_PREFIX = "clusterhealth-nodes-"
 
 
@@ -79,15 +87,18 @@ def write_sysctls(values: dict[str, str]) -> None:
         except OSError as exc:
             failed.append(f"{name}={value} ({exc})")
     if failed:
-        raise HostStateError(f"could not restore {', '.join(failed)}")
+        raise HostStateError(f"could not write {', '.join(failed)}")
 
 
 class KernelSettings:
     """Machine-wide settings saved before the first holder and restored after the last."""
 
     def __init__(self, names: Sequence[str] = KUBELET_SYSCTLS,
-                 state: pathlib.Path | None = None) -> None:
-        self.names = tuple(names)
+                 state: pathlib.Path | None = None,
+                 minimums: Mapping[str, int] | None = None) -> None:
+        self.minimums = dict(minimums or {})
+        """Settings raised to at least this value while held (recorded and restored)."""
+        self.names = tuple(dict.fromkeys([*names, *self.minimums]))
         self.state = state or STATE_DIR / "sysctls.json"
 
     def _load(self) -> tuple[list[int], dict[str, str] | None, bool]:
@@ -115,9 +126,14 @@ class KernelSettings:
                 saved = None
             if not holders or saved is None:
                 saved = read_sysctls(self.names)
+            # a holder that records fewer names came first: record ours before raising them
+            saved |= read_sysctls([n for n in self.names if n not in saved])
             holders.append(owner)
             self.state.parent.mkdir(parents=True, exist_ok=True)
             self.state.write_text(json.dumps({"holders": holders, "values": saved}))
+            current = read_sysctls(list(self.minimums))
+            write_sysctls({name: str(least) for name, least in self.minimums.items()
+                           if name in current and int(current[name]) < least})
 
     def sweep(self) -> bool:
         """Write back what holders that all died left; whether there was such a record."""

@@ -6,8 +6,16 @@ its network touches this machine's: kubelet's and kube-proxy's rules, the CNI
 bridge ``cni0``, ``net.ipv4.ip_forward`` all live in the Node's network
 namespace and go with it.  This module makes what joins the Nodes to this
 machine: a bridge ``chk<owner>`` holding the gateway and the clusters' API
-server addresses, a veth pair per Node (``eth0`` inside), and routes to each
-Node's Pod range (so a process here, a load balancer later, reaches Pods).
+server addresses, a veth pair per Node (``eth0`` inside), routes to each
+Node's Pod range (so a process here, a load balancer later, reaches Pods) and to
+each cluster's Service range through its first Node (whose kube-proxy answers for
+it, as for a host on the cluster's network: the API server reaches webhooks at
+their ClusterIP).  This machine forwards between the Nodes on that bridge only
+(``net.ipv4.conf.<bridge>.forwarding``, gone with the bridge; the machine's
+``net.ipv4.ip_forward`` is left alone), so a Pod of one cluster reaches a Pod of
+another (a load balancer in the host cluster, its backends in the members); and
+the block's other addresses are ``unreachable`` here, so nothing addressed to it
+ever leaves the machine.
 
 Addresses (RFC 2544's 198.18.0.0/15, never 10/8; :mod:`.netns` test hosts
 keep ``198.18.128.0/17``, :mod:`.podnet` ``198.19.0.0/16``): an environment takes
@@ -152,6 +160,8 @@ class NodeNetwork:
             ip("link", "add", self.bridge, "type", "bridge")
             ip("addr", "add", f"{self.plan.gateway}/24", "dev", self.bridge)
             ip("link", "set", self.bridge, "up")
+            forward_on(self.bridge)
+            ip("route", "add", "unreachable", self.plan.network)
         except NodeNetworkError:
             self.destroy()
             raise
@@ -180,7 +190,7 @@ class NodeNetwork:
         in_namespace(pid, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 
     def route(self, cidr: str, via: str) -> None:
-        """Route ``cidr`` (a Node's Pods) from this machine to the Node at ``via``."""
+        """Route ``cidr`` (a Node's Pods, a cluster's Services) here to the Node at ``via``."""
         ip("route", "replace", cidr, "via", via, "dev", self.bridge)
 
     def destroy(self) -> None:
@@ -190,6 +200,17 @@ class NodeNetwork:
             if name.startswith(self.bridge):
                 ip("link", "del", name, check=False)
         ip("link", "del", self.bridge, check=False)
+        ip("route", "del", "unreachable", self.plan.network, check=False)
+
+
+def forward_on(link: str) -> None:
+    """Forward IPv4 packets that arrive on ``link`` (and only there; gone with the link)."""
+    path = f"/proc/sys/net/ipv4/conf/{link}/forwarding"
+    try:
+        with open(path, "w") as setting:
+            setting.write("1\n")
+    except OSError as exc:
+        raise NodeNetworkError(f"cannot turn on forwarding on {link} ({path}): {exc}") from exc
 
 
 def in_namespace(pid: int, *command: str) -> str:

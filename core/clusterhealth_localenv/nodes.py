@@ -576,6 +576,11 @@ class NodeCluster:
             node.prepare()
         for node in self.nodes:
             await node.start_namespaces(timeout)
+        # This machine reaches the cluster's Services as a host on its network does: through
+        # a Node's kube-proxy (which masquerades traffic from outside the Pod range), so the
+        # API server calls webhooks and aggregated APIs at their ClusterIP, as kubeadm's does.
+        await asyncio.to_thread(self.network.route, self.plan.service_range(self.index),
+                                self.nodes[0].ip)
 
         async def boot(node: Node) -> None:
             await node.start_containerd(timeout)
@@ -710,7 +715,7 @@ class NodeEnvironment:
         self.kubernetes_version = kubernetes_version
         self.network: nodenet.NodeNetwork | None = None
         self.cgroups: nodehost.CgroupRoot | None = None
-        self.kernel = nodehost.KernelSettings()
+        self.kernel = nodehost.KernelSettings(minimums=nodehost.NODE_LIMITS)
         self._held = False
         self.clusters: dict[str, NodeCluster] = {}
         self._parts: asyncio.Task[tuple[bins.NodeBinaries, bins.WorkloadBinaries]] | None = None

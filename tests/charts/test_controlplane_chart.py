@@ -239,7 +239,9 @@ FAILOVER_DEFAULTS = [
 def test_deployment_args(render: Render) -> None:
     documents = render()
     assert _container(documents, MANAGER)["args"] == [
-        "--controllers=*", "--resync-period=5m", *FAILOVER_DEFAULTS, "--workers=4",
+        "--controllers=*", "--resync-period=5m", *FAILOVER_DEFAULTS,
+        # its own namespace is never propagated to the members
+        f"--skipped-propagating-namespaces={NAMESPACE}", "--workers=4",
         "--event-namespace=default", "--healthz-port=10357", *_leader_args(MANAGER)]
     assert _container(documents, SCHEDULER)["args"] == [
         "--plugins=*", "--workers=8", "--event-namespace=default", "--healthz-port=10351",
@@ -275,10 +277,12 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
     scheduler_flags = {a.split("=", 1)[0] for a in _container(documents, SCHEDULER)["args"]}
     manager_flags = {a.split("=", 1)[0] for a in args}
     assert scheduler_flags - manager_flags == {"--plugins"}
-    assert manager_flags - scheduler_flags == {"--controllers", "--resync-period"} | {
+    assert manager_flags - scheduler_flags == {
+        "--controllers", "--resync-period", "--skipped-propagating-namespaces"} | {
         a.split("=", 1)[0] for a in FAILOVER_DEFAULTS}
-    # the chart's failover defaults are the component's own
-    assert loaded.options == options.Options()
+    # the chart's failover defaults are the component's own; its namespace is skipped
+    assert loaded.options == options.Options(propagation=options.Propagation(
+        skipped_namespaces=(re.compile(NAMESPACE),)))
 
 
 def test_failover_values_become_the_flags(render: Render, tmp_path: pathlib.Path) -> None:
@@ -940,3 +944,17 @@ def test_readme_documents_values() -> None:
     for name in controllers.NAMES:
         assert f"`{name}`" in readme, name
     assert "--set crds.enabled=false" in readme
+
+
+def test_the_release_namespace_is_never_propagated(render: Render,
+                                                  tmp_path: pathlib.Path) -> None:
+    """Found installing for real: the namespace sync copied the control plane's own namespace
+    (Leases, tokens) into every member, where deleting it on the control plane deleted the
+    agents' namespace.  The release namespace is skipped beside the user's patterns."""
+    documents = render({"controllerManager": {"skippedPropagatingNamespaces": ["team-.*"]}})
+    args = _container(documents, MANAGER)["args"]
+    assert f"--skipped-propagating-namespaces={NAMESPACE},team-.*" in args
+    loaded = manager_settings.load([*args, f"--kubeconfig={_kubeconfig(tmp_path)}"],
+                                   environ={"POD_NAMESPACE": NAMESPACE})
+    assert [p.pattern for p in loaded.options.propagation.skipped_namespaces] == [
+        NAMESPACE, "team-.*"]

@@ -243,6 +243,27 @@ def test_kernel_settings_left_by_a_dead_holder_are_restored_first(
     assert nodehost.read_sysctls(names) == current
 
 
+def test_limits_are_raised_while_held_and_restored_after(tmp_path: pathlib.Path) -> None:
+    """inotify's per-user limits (five Nodes ran out of Debian's 128 instances): raised to a
+    minimum while held, written back by the last holder, also when the first holder (an
+    older environment) recorded fewer names."""
+    state = tmp_path / "sysctls.json"
+    name = "fs.inotify.max_user_watches"
+    before = nodehost.read_sysctls((name, "kernel.panic"))
+    older = nodehost.KernelSettings(("kernel.panic",), state)
+    older.hold(os.getpid())
+    raising = nodehost.KernelSettings(("kernel.panic",), state,
+                                      minimums={name: int(before[name]) + 1})
+    try:
+        raising.hold(os.getpid())
+        assert int(nodehost.read_sysctls((name,))[name]) == int(before[name]) + 1
+        assert json.loads(state.read_text())["values"] == before
+    finally:
+        raising.release(os.getpid())
+        older.release(os.getpid())
+    assert nodehost.read_sysctls((name, "kernel.panic")) == before
+
+
 def test_containerd_and_cni_configurations(tmp_path: pathlib.Path) -> None:
     text = nodes._containerd_config(tmp_path)
     assert "restrict_oom_score_adj = true" in text
@@ -253,3 +274,4 @@ def test_containerd_and_cni_configurations(tmp_path: pathlib.Path) -> None:
     assert bridge["ipam"]["ranges"] == [[{"subnet": "198.18.67.64/26"}]]
     assert bridge["ipMasq"] is False
     assert yaml.safe_dump(cni)  # plain data
+

@@ -14,6 +14,7 @@ import tarfile
 
 import pytest
 import yaml
+from bench import installed
 
 from clusterhealth_localenv import (
     coredns,
@@ -275,3 +276,19 @@ def test_containerd_and_cni_configurations(tmp_path: pathlib.Path) -> None:
     assert bridge["ipMasq"] is False
     assert yaml.safe_dump(cni)  # plain data
 
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"memory.usage_in_bytes": "52428800",
+      "memory.stat": "cache 20971520\ninactive_file 1\ntotal_inactive_file 10485760\n"},
+     40 * 1024 * 1024),
+    ({"memory.current": "31457280", "memory.stat": "anon 1\ninactive_file 31457281\n"}, 0),
+    ({"memory.current": "31457280", "memory.stat": "anon 1\ninactive_file 1048576\n"},
+     29 * 1024 * 1024),
+])
+def test_working_set_is_usage_minus_inactive_file(
+        tmp_path: pathlib.Path, files: dict[str, str], expected: int) -> None:
+    """bench.installed reads a container's memory as kubelet does (v1: the hierarchy's
+    ``total_`` figure; v2: ``memory.current``), never below zero."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert installed.working_set_bytes(tmp_path) == expected

@@ -151,6 +151,11 @@ class BindingRef:
         return cls(kind == "CRB", namespace, name)
 
     @classmethod
+    def at(cls, namespace: str, name: str) -> BindingRef:
+        """The ref of the binding at ``namespace``/``name`` (no namespace: a cluster binding)."""
+        return cls(not namespace, namespace, name)
+
+    @classmethod
     def of(cls, binding: Mapping[str, Any]) -> BindingRef:
         """The ref of a binding object (no namespace: a ClusterResourceBinding)."""
         meta = binding.get("metadata") or {}
@@ -180,10 +185,16 @@ class DesiredWork:
     manifest: dict[str, Any]
 
     def body(self) -> dict[str, Any]:
-        """The Work as the binding controller applies it."""
+        """The Work as the binding controller applies it.
+
+        It carries the execution controller's finalizer from the start, as Karmada's
+        binding controller creates it: the execution controller then reconciles a new
+        Work once, instead of once more for the finalizer it would add.
+        """
         return {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
                 "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": self.labels, "annotations": self.annotations},
+                             "labels": self.labels, "annotations": self.annotations,
+                             "finalizers": [EXECUTION_FINALIZER]},
                 "spec": {"workload": {"manifests": [self.manifest]}}}
 
 

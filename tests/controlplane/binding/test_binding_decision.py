@@ -104,6 +104,7 @@ def test_desired_works_one_per_cluster_with_karmadas_links() -> None:
     assert work.manifest["metadata"]["labels"][decision.MANAGED] == "true"
     body = work.body()
     assert body["kind"] == "Work" and body["spec"]["workload"]["manifests"] == [work.manifest]
+    assert body["metadata"]["finalizers"] == [decision.EXECUTION_FINALIZER]  # set at creation
     assert decision.binding_of_work(body) == decision.BindingRef(False, "default",
                                                                  "nginx-deployment")
 

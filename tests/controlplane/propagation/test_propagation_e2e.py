@@ -106,6 +106,14 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
         for member in ("member1", "member2"):
             await cpkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
                                      what=f"Work status in {member}")
+            # the binding controller created it with the execution finalizer (as Karmada
+            # does): the execution controller never had to add it in a second reconcile
+            obj = await cp.get(resources.WORKS, work, namespace=f"karmada-es-{member}")
+            assert binding.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
+            finalizer_writers = {m["manager"] for m in obj["metadata"]["managedFields"]
+                                 if "f:finalizers" in (m.get("fieldsV1") or {})
+                                 .get("f:metadata", {})}
+            assert finalizer_writers == {"clusterhealth-binding"}, finalizer_writers
 
         async def template_available(count: int) -> dict[str, Any] | None:
             obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)

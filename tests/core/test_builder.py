@@ -7,6 +7,7 @@ is pure; the controllers built with it are tested against real API servers.
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import types
 from typing import Any, cast
 
@@ -191,3 +192,48 @@ async def test_resync_queues_every_object_of_the_for_kind_each_period() -> None:
 def test_a_controller_that_watches_nothing_is_refused() -> None:
     with pytest.raises(ValueError, match="watches nothing"):
         builder.Builder("empty", term()).complete(lambda r: asyncio.sleep(0))
+
+
+class FakeFactory:
+    """``term.informers``: one fake informer per resource."""
+
+    def __init__(self) -> None:
+        self.made: dict[str, FakeInformer] = {}
+
+    def informer(self, resource: Any) -> FakeInformer:
+        return self.made.setdefault(resource.plural, FakeInformer())
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
+
+    async def apply(self, resource: Any, body: dict[str, Any], *, field_manager: str) -> None:
+        self.applied.append(body)
+
+
+async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "core.md").read_text()
+    source = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(source.splitlines()) < 40
+    module = types.ModuleType("docs_example")
+    exec(compile(source, "docs/core.md", "exec"), module.__dict__)
+    factory, api, fake = FakeFactory(), FakeApi(), term()
+    fake_term = cast(runner.Term, types.SimpleNamespace(
+        api=api, informers=factory, clock=fake.clock, metrics=fake.metrics))
+    made = module.MembersConfigMap(fake_term)
+    for cache in factory.made.values():
+        cache.loaded.set()
+    task = asyncio.create_task(made.run())
+    try:
+        factory.made["clusters"].emit("ADDED", obj("member1"))
+        factory.made["namespaces"].emit("ADDED", obj("team-a"))
+        async with asyncio.timeout(5):
+            while not api.applied:
+                await asyncio.sleep(0.01)
+        assert api.applied[-1]["metadata"] == {"name": "members", "namespace": "team-a"}
+        assert api.applied[-1]["data"] == {"clusters": "member1"}
+        assert made.synced
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -213,10 +213,14 @@ class Controller:
             for key in list(primary.store):
                 self.runtime.enqueue(key)
 
-    async def run(self) -> None:
-        """Wait for every declared informer, then reconcile until cancelled."""
+    async def wait_synced(self) -> None:
+        """Wait until every declared informer has loaded."""
         for cache in self.informers:
             await cache.wait_synced()
+
+    async def run(self) -> None:
+        """Wait for every declared informer, then reconcile until cancelled."""
+        await self.wait_synced()
         if self.resync_period is None:
             await self.runtime.run()
             return

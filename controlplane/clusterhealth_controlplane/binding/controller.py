@@ -22,7 +22,7 @@ from typing import Any
 
 from clusterhealth_controlplane import manager, workwriter
 from clusterhealth_controlplane.binding import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import discovery, informer, resources
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def resource_of(ref: decision.BindingRef) -> resources.Resource:
         else resources.RESOURCE_BINDINGS
 
 
-class BindingController:
+class BindingController(builder.Declared):
     """Bindings -> Works, one per target cluster."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -58,51 +58,18 @@ class BindingController:
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
         self.credentials_namespace = context.secret_namespace
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
-        self.works.add_handler(self._on_work)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.bindings, builder.changed(builder.spec_and_deletion))  # not status
+            .for_(self.cluster_bindings, builder.changed(builder.spec_and_deletion))
+            .owns(self.works, _binding_of, builder.changed(_work_carried),
+                  observe=lambda e: self.index.update(e.type, e.obj))
+            .complete(self.reconcile_binding))
 
-    @property
-    def synced(self) -> bool:
-        """Whether the binding and Work caches have loaded (template caches load per kind)."""
-        return self.bindings.synced and self.cluster_bindings.synced and self.works.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.bindings, self.cluster_bindings, self.works):
-            await cache.wait_synced()
-        await self.controller.run()
-
-    # --- events -------------------------------------------------------------
-
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and (obj.get("metadata") or {}).get("deletionTimestamp") == \
-                (old.get("metadata") or {}).get("deletionTimestamp"):
-            return  # a status write
-        self.controller.enqueue(decision.BindingRef.of(obj).key)
-
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        ref = self.index.update(event, obj)
-        if ref is None:
-            return
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and (obj.get("metadata") or {}).get("labels") == \
-                (old.get("metadata") or {}).get("labels"):
-            return  # a status write
-        self.controller.enqueue(ref.key)
-
-    def _on_template(self, kind: str, event: str, obj: dict[str, Any],
-                     old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and decision.template_state(obj) == decision.template_state(old):
-            return
-        meta = obj.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "")
+    def _to_binding(self, kind: str, event: builder.Event) -> list[builder.Request]:
+        meta = event.obj.get("metadata") or {}
         name = decision.binding_name(kind, str(meta["name"]))  # list items may lack their kind
-        self.controller.enqueue(decision.BindingRef(not namespace, namespace, name).key)
+        return [builder.Request(str(meta.get("namespace") or ""), name)]
 
     # --- reconcile ----------------------------------------------------------
 
@@ -120,13 +87,15 @@ class BindingController:
             except discovery.NotServed:
                 return None
             cache = self.term.informers.informer(resource)
-            cache.add_handler(lambda event, obj, old: self._on_template(kind, event, obj, old))
+            self.controller.watch(cache, lambda event: self._to_binding(kind, event),
+                                  builder.changed(decision.template_state))
             found = self.templates[(api_version, kind)] = (resource, cache)
         return found
 
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Make the binding's Works what its spec and template ask for."""
-        ref = decision.BindingRef.parse(key)
+        ref = decision.BindingRef.at(request.namespace, request.name)
+        key = request.key
         binding = self._binding(ref)
         existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
                     if w is not None]
@@ -173,6 +142,16 @@ class BindingController:
     async def _delete(self, works: list[Any]) -> None:
         for work in works:
             await self.writer.delete(work)
+
+
+def _binding_of(work: dict[str, Any]) -> builder.Request | None:
+    ref = decision.binding_of_work(work)
+    return None if ref is None else builder.Request(ref.namespace, ref.name)
+
+
+def _work_carried(work: dict[str, Any]) -> Any:
+    """What of a Work its binding cares for: not its status."""
+    return work.get("spec"), builder.meta(work, "labels")
 
 
 def _with_kind(binding: dict[str, Any], ref: decision.BindingRef) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, workwriter
+from clusterhealth_controlplane import manager, vocabulary, workwriter
 from clusterhealth_controlplane.binding import decision
 from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import discovery, informer, resources
@@ -37,7 +37,7 @@ SYNC_TIMEOUT = 10.0
 RETRY_UNREADABLE = 30.0
 
 
-def resource_of(ref: decision.BindingRef) -> resources.Resource:
+def resource_of(ref: vocabulary.BindingRef) -> resources.Resource:
     """The API of the binding ``ref`` names: ResourceBindings, or ClusterResourceBindings."""
     return resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
         else resources.RESOURCE_BINDINGS
@@ -68,15 +68,10 @@ class BindingController(builder.Declared):
 
     def _to_binding(self, kind: str, event: builder.Event) -> list[builder.Request]:
         meta = event.obj.get("metadata") or {}
-        name = decision.binding_name(kind, str(meta["name"]))  # list items may lack their kind
+        name = vocabulary.binding_name(kind, str(meta["name"]))  # list items may lack their kind
         return [builder.Request(str(meta.get("namespace") or ""), name)]
 
     # --- reconcile ----------------------------------------------------------
-
-    def _binding(self, ref: decision.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
 
     async def _template_cache(self, api_version: str, kind: str
                               ) -> tuple[resources.Resource, informer.Informer] | None:
@@ -94,9 +89,9 @@ class BindingController(builder.Declared):
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Make the binding's Works what its spec and template ask for."""
-        ref = decision.BindingRef.at(request.namespace, request.name)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
         key = request.key
-        binding = self._binding(ref)
+        binding = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
                     if w is not None]
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
@@ -145,7 +140,7 @@ class BindingController(builder.Declared):
 
 
 def _binding_of(work: dict[str, Any]) -> builder.Request | None:
-    ref = decision.binding_of_work(work)
+    ref = vocabulary.binding_of_work(work)
     return None if ref is None else builder.Request(ref.namespace, ref.name)
 
 
@@ -154,7 +149,7 @@ def _work_carried(work: dict[str, Any]) -> Any:
     return work.get("spec"), builder.meta(work, "labels")
 
 
-def _with_kind(binding: dict[str, Any], ref: decision.BindingRef) -> dict[str, Any]:
+def _with_kind(binding: dict[str, Any], ref: vocabulary.BindingRef) -> dict[str, Any]:
     """The binding with its apiVersion and kind (list items may lack them), for an Event."""
     resource = resource_of(ref)
     return {**binding, "apiVersion": resource.api_version, "kind": resource.kind}

@@ -25,8 +25,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, memberobjects, vocabulary
 from clusterhealth_controlplane.execution import decision
 from clusterhealth_controlplane.namespacesync import decision as namespacesync
 from clusterhealth_core import builder, reconcile, status
@@ -77,7 +76,7 @@ class ExecutionController(builder.Declared):
     # --- events -------------------------------------------------------------
 
     def _works_of_cluster(self, cluster: str) -> list[builder.Request]:
-        namespace = binding.execution_namespace(cluster)
+        namespace = vocabulary.execution_namespace(cluster)
         return [builder.Request(namespace, str(work["metadata"]["name"]))
                 for work in list(self.works.store.values())
                 if (work.get("metadata") or {}).get("namespace") == namespace]
@@ -99,7 +98,7 @@ class ExecutionController(builder.Declared):
         if not decision.needs_reapply(event, obj, old):
             return
         work = decision.work_of(obj)
-        if work is not None and binding.cluster_of(work[0]) == cluster:
+        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
             self.controller.enqueue(builder.Request(work[0], work[1]))
 
     # --- reconcile ----------------------------------------------------------
@@ -111,7 +110,7 @@ class ExecutionController(builder.Declared):
         if work is None:
             return None
         meta = work["metadata"]
-        cluster_name = binding.cluster_of(str(meta["namespace"]))
+        cluster_name = vocabulary.cluster_of(str(meta["namespace"]))
         if cluster_name is None:
             return None  # not an execution namespace: not ours
         cluster = self.clusters.store.get(cluster_name)
@@ -129,7 +128,7 @@ class ExecutionController(builder.Declared):
         if not decision.has_finalizer(work):
             await self.api.apply(resources.WORKS, {"metadata": {
                 "name": meta["name"], "namespace": meta["namespace"],
-                "finalizers": [binding.EXECUTION_FINALIZER]}}, field_manager=FIELD_MANAGER)
+                "finalizers": [vocabulary.EXECUTION_FINALIZER]}}, field_manager=FIELD_MANAGER)
         if (work.get("spec") or {}).get("suspendDispatching"):
             return None
         return await self._sync(work, cluster)
@@ -241,7 +240,7 @@ class ExecutionController(builder.Declared):
         if self.namespace_sync is not None:
             source = self.namespace_sync.store.get(namespace)
             if source is not None and namespacesync.synced(source, self.skipped_namespaces):
-                work = self.works.store.get(f"{binding.execution_namespace(cluster)}/"
+                work = self.works.store.get(f"{vocabulary.execution_namespace(cluster)}/"
                                             f"{namespacesync.work_name(namespace)}")
                 if work is not None:
                     self.controller.enqueue(builder.Request.of(work))
@@ -277,9 +276,7 @@ class ExecutionController(builder.Declared):
         if current and all(current[0].get(k) == wanted.get(k)
                            for k in ("status", "reason", "message", "observedGeneration")):
             return
-        if current and current[0].get("status") == wanted["status"] \
-                and current[0].get("lastTransitionTime"):
-            wanted["lastTransitionTime"] = current[0]["lastTransitionTime"]
+        wanted = vocabulary.keep_transition(wanted, current)
         with contextlib.suppress(errors.NotFound):  # deleted meanwhile
             await status.apply_status(self.api, resources.WORKS, str(meta["name"]),
                                       {"conditions": [wanted]}, field_manager=FIELD_MANAGER,
@@ -355,9 +352,9 @@ class ExecutionController(builder.Declared):
         except errors.NotFound:
             return
         finalizers = list(live["metadata"].get("finalizers") or [])
-        if binding.EXECUTION_FINALIZER not in finalizers:
+        if vocabulary.EXECUTION_FINALIZER not in finalizers:
             return
-        finalizers.remove(binding.EXECUTION_FINALIZER)
+        finalizers.remove(vocabulary.EXECUTION_FINALIZER)
         live["metadata"]["finalizers"] = finalizers
         with contextlib.suppress(errors.NotFound):
             await self.api.update(resources.WORKS, live)

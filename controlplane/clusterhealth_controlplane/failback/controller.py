@@ -28,9 +28,8 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
-from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.failback import decision
 from clusterhealth_controlplane.scheduler import adapt, framework
 from clusterhealth_core import builder, reconcile
@@ -75,7 +74,7 @@ def _interesting(obj: Mapping[str, Any] | None) -> bool:
 
 def _request(key: str) -> builder.Request:
     """The request for a binding's key (``BindingRef.key``, the failback's own records)."""
-    ref = binding.BindingRef.parse(key)
+    ref = vocabulary.BindingRef.parse(key)
     return builder.Request(ref.namespace, ref.name)
 
 
@@ -116,11 +115,11 @@ class FailbackController(builder.Declared):
     def _all_bindings(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for store in (self.bindings.store, self.cluster_bindings.store):
             for obj in list(store.values()):
-                yield binding.BindingRef.of(obj).key, obj
+                yield vocabulary.BindingRef.of(obj).key, obj
 
     def _on_binding(self, event: builder.Event) -> list[builder.Request]:
         obj, old = event.obj, event.old
-        key = binding.BindingRef.of(obj).key
+        key = vocabulary.BindingRef.of(obj).key
         if event.type == builder.DELETED:
             self.pending.pop(key, None)
             self.waiting.discard(key)
@@ -157,11 +156,6 @@ class FailbackController(builder.Declared):
                 if name in decision.record(found) or name in decision.evicted_clusters(found)]
 
     # --- reconcile ----------------------------------------------------------
-
-    def _cached(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
 
     def _policy(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         key = decision.policy_key(obj)
@@ -205,9 +199,9 @@ class FailbackController(builder.Declared):
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Record evictions, and fail back to clusters recovered for the whole window."""
-        ref = binding.BindingRef.at(request.namespace, request.name)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
         key = ref.key
-        obj = self._cached(ref)
+        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
                 self.waiting.discard(key)
@@ -226,7 +220,7 @@ class FailbackController(builder.Declared):
                     return None
         return None
 
-    async def _reconcile(self, ref: binding.BindingRef, obj: dict[str, Any]
+    async def _reconcile(self, ref: vocabulary.BindingRef, obj: dict[str, Any]
                          ) -> reconcile.Result | None:
         key = ref.key
         now = self.clock.now()
@@ -267,7 +261,7 @@ class FailbackController(builder.Declared):
             return None
         return reconcile.Result(requeue_after=max(min(delays), 0.0))
 
-    def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
+    def _report(self, ref: vocabulary.BindingRef, obj: Mapping[str, Any],
                 clusters: tuple[str, ...]) -> None:
         resource = binding_io.resource_of(ref)
         names = ", ".join(clusters)

@@ -24,9 +24,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
-from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.gracefuleviction import decision
 from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import errors, resources
@@ -61,22 +60,17 @@ class GracefulEvictionController(builder.Declared):
             .complete(self.reconcile_binding))
 
     def _count(self, event: builder.Event) -> None:
-        key = binding.BindingRef.of(event.obj).key
+        key = vocabulary.BindingRef.of(event.obj).key
         count = 0 if event.type == builder.DELETED else len(decision.tasks(event.obj))
         self.total += count - self.counts.pop(key, 0)
         if count:
             self.counts[key] = count
         self.metrics.graceful_eviction_tasks.set(self.total)
 
-    def _cached(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
-
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """End the binding's tasks that are done; come back at the next deadline."""
-        ref = binding.BindingRef.at(request.namespace, request.name)
-        obj = self._cached(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp") \
                     or not decision.tasks(obj):
@@ -109,7 +103,7 @@ class GracefulEvictionController(builder.Declared):
             return None
         return reconcile.Result(requeue_after=max(verdict.next_check, 0.0))
 
-    def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
+    def _report(self, ref: vocabulary.BindingRef, obj: Mapping[str, Any],
                 ended: list[decision.Ended]) -> None:
         resource = binding_io.resource_of(ref)
         about = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}

@@ -18,8 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, workwriter
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, vocabulary, workwriter
 from clusterhealth_controlplane.namespacesync import decision
 from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import informer, resources
@@ -86,7 +85,7 @@ class NamespaceSyncController(builder.Declared):
                                                             f"{meta['name']}"), wanted):
                 await self.writer.apply(wanted)
         gone = [w for w in self._works_of(name)
-                if binding.cluster_of(str(w["metadata"]["namespace"])) not in clusters]
+                if vocabulary.cluster_of(str(w["metadata"]["namespace"])) not in clusters]
         for work in gone:  # a Cluster unjoined: its namespace Works go with it
             await self.writer.delete(work)
         return None

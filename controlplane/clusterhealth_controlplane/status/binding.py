@@ -20,7 +20,7 @@ import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import builder, reconcile, status
@@ -73,21 +73,16 @@ class BindingStatusController(builder.Declared):
         ref = self.index.update(event.type, event.obj)
         return [] if ref is None else [builder.Request(ref.namespace, ref.name)]
 
-    def _binding(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
-
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Aggregate the binding's Works into its status and its template's."""
-        ref = binding.BindingRef.at(request.namespace, request.name)
-        found = self._binding(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        found = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         if found is None or found["metadata"].get("deletionTimestamp"):
             return None
         works: dict[str, dict[str, Any]] = {}
         for work_key in self.index.works(ref):
             work = self.works.store.get(work_key)
-            cluster = binding.cluster_of(work_key.split("/", 1)[0])
+            cluster = vocabulary.cluster_of(work_key.split("/", 1)[0])
             if work is not None and cluster and not work["metadata"].get("deletionTimestamp"):
                 works[cluster] = work
         items = decision.aggregated_status(works)
@@ -97,12 +92,12 @@ class BindingStatusController(builder.Declared):
             return await self._write_template(found, items)
         return None
 
-    async def _write_binding(self, ref: binding.BindingRef, found: dict[str, Any],
+    async def _write_binding(self, ref: vocabulary.BindingRef, found: dict[str, Any],
                              items: list[dict[str, Any]], refused: binding.Refusal | None
                              ) -> None:
         current = found.get("status") or {}
         conditions = current.get("conditions") or []
-        condition = decision.keep_transition(
+        condition = vocabulary.keep_transition(
             decision.fully_applied(found, items, self.term.clock.now(),
                                    (refused.reason, refused.message) if refused else None),
             conditions)

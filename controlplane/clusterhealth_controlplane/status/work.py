@@ -17,8 +17,7 @@ import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, memberobjects, vocabulary
 from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import builder, reconcile, status
@@ -52,13 +51,13 @@ class WorkStatusController(builder.Declared):
     def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
                           old: dict[str, Any] | None) -> None:
         if not event or obj is None:
-            namespace = binding.execution_namespace(cluster)
+            namespace = vocabulary.execution_namespace(cluster)
             for work in list(self.works.store.values()):
                 if work["metadata"].get("namespace") == namespace:
                     self.controller.enqueue(builder.Request.of(work))
             return
         owner = execution.work_of(obj)
-        if owner is not None and binding.cluster_of(owner[0]) == cluster:
+        if owner is not None and vocabulary.cluster_of(owner[0]) == cluster:
             self.controller.enqueue(builder.Request(owner[0], owner[1]))
 
     async def reconcile_work(self, request: builder.Request) -> reconcile.Result | None:
@@ -67,7 +66,7 @@ class WorkStatusController(builder.Declared):
         if work is None or work["metadata"].get("deletionTimestamp"):
             return None
         namespace, name = str(work["metadata"]["namespace"]), str(work["metadata"]["name"])
-        cluster_name = binding.cluster_of(namespace)
+        cluster_name = vocabulary.cluster_of(namespace)
         cluster = self.clusters.store.get(cluster_name or "")
         if cluster is None:
             return None

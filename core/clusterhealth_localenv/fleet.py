@@ -11,7 +11,8 @@ steps of ``docs/operations.md`` in its order, each command **as the docs write i
    LocalEnvironment.register_members`);
 3. the control plane (``charts/controlplane``), 4. the remedy controller
    (``charts/remedy``), 5. the MCI provider with its HAProxy sidecar
-   (``charts/mci-provider``; ``target=member`` RBAC in each member);
+   (``charts/mci-provider``; its read-only identity in each member, ``target=member``,
+   and that identity's token in the control plane);
 6. per member the agent's identity in the control plane (``target=controlPlane``,
    a ServiceAccount and its token), its kubeconfig as a Secret in the member, and
    the agent DaemonSet (``charts/agent``).
@@ -50,7 +51,7 @@ from clusterhealth_localenv import binaries, environment, folderimages, images, 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "clusterhealth-system"
 """Where the docs install the components."""
-CONTROL_PLANE_CONTEXTS = ("clusterhealth", "karmada")
+CONTROL_PLANE_CONTEXTS = ("clusterhealth", "karmada", "karmada-apiserver")
 """The names the docs give the control plane's kubeconfig context."""
 CP_URL_PLACEHOLDER = "https://192.0.2.10:5443"
 CA_PLACEHOLDER = "karmada-ca.crt"
@@ -87,6 +88,9 @@ class Step:
     drop: tuple[str, ...] = ()
     """Arguments of the page left out here (a placeholder registry; a ``--set`` before one
     goes with it)."""
+    decode_to: str | None = None
+    """The page pipes the output through ``base64 -d`` into this file (in the working
+    folder); the install waits until the output is not empty (a token controller)."""
 
     def argv(self, substitutions: Mapping[str, str]) -> list[str]:
         """The command's words, placeholders replaced, ``drop`` left out, ``local`` added."""
@@ -126,13 +130,6 @@ metadata:
   annotations: {{kubernetes.io/service-account.name: clusterhealth-agent-{member}}}
 type: kubernetes.io/service-account-token
 """
-MCI_TOKEN_SECRET = """apiVersion: v1
-kind: Secret
-metadata:
-  name: clusterhealth-mci-provider-token
-  annotations: {kubernetes.io/service-account.name: clusterhealth-mci-provider}
-type: kubernetes.io/service-account-token
-"""
 OPERATIONS = "docs/operations.md"
 AGENT_README = "charts/agent/README.md"
 MCI_README = "charts/mci-provider/README.md"
@@ -157,20 +154,33 @@ def control_plane_steps() -> list[Step]:
     return steps
 
 
+MCI_CREDENTIALS = "clusterhealth-mci-credentials"
+"""Where the MCI provider reads its member credentials (its chart's default)."""
+
+
+def mci_credentials_namespace_step() -> Step:
+    """Step 5, once: the namespace of the MCI provider's member credentials (its README)."""
+    return Step(f"kubectl --context karmada-apiserver create namespace {MCI_CREDENTIALS}",
+                MCI_README, environment.CONTROL_PLANE)
+
+
 def mci_member_steps(member: str) -> list[Step]:
-    """Step 5 in a member: the provider's read-only RBAC and its identity (its README)."""
+    """Step 5 for a member (its README).
+
+    The provider's read-only identity there; its token and the member's CA as the Secret
+    named like the member in the control plane.
+    """
+    secret = (f"kubectl --context {member} -n {NAMESPACE} get secret "
+              "clusterhealth-mci-provider-token -o jsonpath=")
     return [
-        Step(f"helm install clusterhealth-mci-provider-rbac charts/mci-provider --kube-context "
-             f"{member} --set target=member --set crds.enabled=false --set "
-             "member.subject.kind=ServiceAccount --set member.subject.name="
-             "clusterhealth-mci-provider --set member.subject.namespace=karmada-cluster",
-             MCI_README, member),
-        Step(f"kubectl --context {member} create namespace karmada-cluster", MCI_README,
-             member),
-        Step(f"kubectl --context {member} -n karmada-cluster create serviceaccount "
-             "clusterhealth-mci-provider", MCI_README, member),
-        Step(f"kubectl --context {member} -n karmada-cluster apply -f -", MCI_README, member,
-             stdin=MCI_TOKEN_SECRET),
+        Step(f"helm install clusterhealth-mci-provider charts/mci-provider --kube-context "
+             f"{member} --namespace {NAMESPACE} --create-namespace --set target=member "
+             "--set crds.enabled=false", MCI_README, member),
+        Step(secret + "'{.data.token}'", MCI_README, member, decode_to="token"),
+        Step(secret + "'{.data.ca\\.crt}'", MCI_README, member, decode_to="ca.crt"),
+        Step(f"kubectl --context karmada-apiserver -n {MCI_CREDENTIALS} create secret generic "
+             f"{member} --from-file=token=token --from-file=caBundle=ca.crt", MCI_README,
+             environment.CONTROL_PLANE),
     ]
 
 
@@ -253,6 +263,7 @@ def install_steps(members: Sequence[str], settings: FleetSettings = FleetSetting
                   ) -> list[Step]:
     """Every command of the install, in the order :meth:`Fleet.install` runs them."""
     steps = control_plane_steps()
+    steps.append(mci_credentials_namespace_step())
     for member in members:
         steps += mci_member_steps(member)
     for member in members:
@@ -270,8 +281,8 @@ def uninstall_steps(members: Sequence[str]) -> list[Step]:
     for member in members:
         steps += [Step(f"helm uninstall clusterhealth-agent --kube-context {member} "
                        f"--namespace {NAMESPACE}", OPERATIONS, member),
-                  Step(f"helm uninstall clusterhealth-mci-provider-rbac --kube-context {member}",
-                       OPERATIONS, member),
+                  Step(f"helm uninstall clusterhealth-mci-provider --kube-context {member} "
+                       f"--namespace {NAMESPACE}", OPERATIONS, member),
                   Step(f"helm uninstall clusterhealth-agent-rbac-{member} --kube-context "
                        "clusterhealth --namespace karmada-cluster", OPERATIONS, cp)]
     steps += [Step(f"helm uninstall {release} --kube-context clusterhealth --namespace "
@@ -402,9 +413,21 @@ class Fleet:
                 TOKEN_PLACEHOLDER: self.tokens.get("current", TOKEN_PLACEHOLDER)}
 
     async def step(self, step: Step) -> Ran:
-        """Run one documented command."""
-        return await self.run(step.argv(self.substitutions()), stdin=step.stdin,
-                              timeout=self.settings.rollout_timeout + 60)
+        """Run one documented command (its ``| base64 -d > file`` done here)."""
+        deadline = time.monotonic() + 30
+        while True:
+            ran = await self.run(step.argv(self.substitutions()), stdin=step.stdin,
+                                 timeout=self.settings.rollout_timeout + 60)
+            if step.decode_to is None:
+                return ran
+            if ran.stdout.strip():
+                (self.workdir / step.decode_to).write_bytes(
+                    base64.b64decode(ran.stdout.strip()))
+                return ran
+            if time.monotonic() > deadline:
+                raise FleetError(f"{step.text}: nothing to decode after 30 s (is the token "
+                                 "controller running?)")
+            await asyncio.sleep(0.2)
 
     # --- the install --------------------------------------------------------------
 
@@ -437,6 +460,7 @@ class Fleet:
         await self._timed("3 control plane", cp_steps[1:3])
         await self._timed("4 remedy controller", cp_steps[3:5])
         await self._timed("5 MCI provider", cp_steps[5:7])
+        await self._timed("5 MCI provider", [mci_credentials_namespace_step()])
         for member in members:
             await self._timed("5 MCI provider", mci_member_steps(member))
         for member in members:

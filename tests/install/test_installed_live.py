@@ -71,7 +71,7 @@ RELEASES = (
     ("clusterhealth-controlplane", CP, NAMESPACE),
     ("clusterhealth-remedy", CP, NAMESPACE),
     ("clusterhealth-mci-provider", CP, NAMESPACE),
-    ("clusterhealth-mci-provider-rbac", "member1", None),
+    ("clusterhealth-mci-provider", "member1", NAMESPACE),  # target=member
     ("clusterhealth-agent-rbac-member1", CP, "karmada-cluster"),
     ("clusterhealth-agent", "member1", NAMESPACE),
 )
@@ -79,24 +79,24 @@ RELEASES = (
 
 async def test_what_each_notes_says_is_true(installed_fleet: fleet.Fleet) -> None:
     """Each release's NOTES: its claims checked in the clusters, its commands run."""
-    notes = {release: await installed_fleet.notes(release, cluster, namespace)
+    notes = {(release, cluster): await installed_fleet.notes(release, cluster, namespace)
              for release, cluster, namespace in RELEASES}
     f = installed_fleet
     async with f.env.client() as cp, f.env.client("member1") as member:
-        await _crds_notes(f, cp, notes["clusterhealth-crds"])
-        await _controlplane_notes(cp, notes["clusterhealth-controlplane"])
-        await _replicas_notes(cp, "clusterhealth-remedy", notes["clusterhealth-remedy"])
-        await _mci_notes(f, cp, notes["clusterhealth-mci-provider"])
-        await _mci_member_notes(member, notes["clusterhealth-mci-provider-rbac"])
-        await _agent_rbac_notes(cp, notes["clusterhealth-agent-rbac-member1"])
-        text = notes["clusterhealth-agent"]
+        await _crds_notes(f, cp, notes["clusterhealth-crds", CP])
+        await _controlplane_notes(cp, notes["clusterhealth-controlplane", CP])
+        await _replicas_notes(cp, "clusterhealth-remedy", notes["clusterhealth-remedy", CP])
+        await _mci_notes(f, cp, notes["clusterhealth-mci-provider", CP])
+        await _mci_member_notes(cp, member, notes["clusterhealth-mci-provider", "member1"])
+        await _agent_rbac_notes(cp, notes["clusterhealth-agent-rbac-member1", CP])
+        text = notes["clusterhealth-agent", "member1"]
         assert f"clusterhealth-agent for cluster member1 is installed in {NAMESPACE}" in text
         assert (f"Secret {NAMESPACE}/clusterhealth-agent-karmada-kubeconfig (key kubeconfig)"
                 in text)
         await member.get(resources.SECRETS, "clusterhealth-agent-karmada-kubeconfig",
                          namespace=NAMESPACE)
     for release, cluster, _ in RELEASES:
-        await _run_commands(f, notes[release], cluster)
+        await _run_commands(f, notes[release, cluster], cluster)
 
 
 async def _crds_notes(f: fleet.Fleet, cp: kube.ApiClient, text: str) -> None:
@@ -177,14 +177,20 @@ async def _mci_notes(f: fleet.Fleet, cp: kube.ApiClient, text: str) -> None:
         assert {c["name"] for c in pod["spec"]["containers"]} == {"mci-provider", "haproxy"}
 
 
-async def _mci_member_notes(member: kube.ApiClient, text: str) -> None:
+async def _mci_member_notes(cp: kube.ApiClient, member: kube.ApiClient, text: str) -> None:
     match = re.search(r"ClusterRole/ClusterRoleBinding (\S+) .*\n\s*bound to ServiceAccount "
-                      r"(\S+)/(\S+)\.", text)
+                      r"(\S+)/(\S+), whose token is in Secret (\S+)/(\S+)\.", text)
     assert match is not None, text
     binding = await member.get(resources.CLUSTER_ROLE_BINDINGS, match.group(1))
     assert binding["roleRef"]["name"] == match.group(1)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": match.group(3),
                                     "namespace": match.group(2)}]
+    # the token the NOTES name is the one the control plane's credential holds (step 5)
+    token = await member.get(resources.SECRETS, match.group(5), namespace=match.group(4))
+    assert "clusterhealth-mci-credentials" in text
+    credential = await cp.get(resources.SECRETS, "member1",
+                              namespace="clusterhealth-mci-credentials")
+    assert credential["data"]["token"] == token["data"]["token"]
 
 
 async def _agent_rbac_notes(cp: kube.ApiClient, text: str) -> None:
@@ -202,10 +208,15 @@ async def _agent_rbac_notes(cp: kube.ApiClient, text: str) -> None:
 
 
 async def _run_commands(f: fleet.Fleet, text: str, cluster: str) -> None:
-    """Every ``kubectl`` line of a NOTES runs, against the cluster the release is in."""
+    """Every ``kubectl`` line of a NOTES runs, against the cluster the release is in.
+
+    A line piped on (``| base64 -d > token``) runs up to its pipe; a line naming a
+    placeholder (``<cluster>``) or continued on the next is the user's to fill in.
+    """
     for line in text.splitlines():
-        command = line.split("#", 1)[0].strip()
-        if not command.startswith("kubectl "):
+        command = line.split("#", 1)[0].split(" | ", 1)[0].strip()
+        if not command.startswith("kubectl ") or "<cluster>" in command or command.endswith(
+                "\\"):
             continue
         words = shlex.split(command.replace("--kubeconfig <control-plane>",
                                             "--context clusterhealth"))

@@ -156,7 +156,7 @@ def _releases(members: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
         ("clusterhealth-mci-provider", CP, NS)]
     for member in members:
         found += [("clusterhealth-agent", member, NS),
-                  ("clusterhealth-mci-provider-rbac", member, None),
+                  ("clusterhealth-mci-provider", member, NS),
                   (f"clusterhealth-agent-rbac-{member}", CP, "karmada-cluster")]
     return found
 

@@ -38,6 +38,8 @@ bench: setup
 	$(PY) -m bench.eviction --markdown docs/benchmarks.md
 	$(PY) -m bench.failover --markdown docs/benchmarks.md
 	$(PY) -m bench.hung_member --markdown docs/benchmarks.md
+	$(PY) -m bench.failover_peer --markdown docs/benchmarks.md
+	$(PY) -m bench.installed --markdown docs/benchmarks.md
 
 # The images (docs/operations.md, "Images"): clusterhealth (every component) and
 # clusterhealth-haproxy (the MCI chart's sidecar). With a Docker daemon or buildah they

@@ -559,12 +559,15 @@ class LocalEnvironment:
             for crd in crds:
                 await _wait_established(api, crd["metadata"]["name"], self.config.start_timeout)
 
-    async def register_members(self) -> None:
+    async def register_members(self, mci_credentials: bool = True) -> None:
         """Register every member in the control plane, as ``karmadactl join`` (Push) does.
 
         A Secret ``karmada-cluster/<member>`` with ``caBundle`` and a token of the member's
         (``system:masters``), and a ``Cluster`` with ``spec.apiEndpoint`` and ``secretRef``
-        to it; what exists already is kept.  Needs the Cluster CRD.
+        to it; what exists already is kept.  Needs the Cluster CRD.  With
+        ``mci_credentials`` also the MCI provider's read-only identity in each member and
+        its Secret in :data:`MCI_CREDENTIALS_NAMESPACE` (False: the caller installs them,
+        as the MCI chart's README does).
         """
         async with self.client() as api:
             with contextlib.suppress(errors.Conflict):
@@ -596,6 +599,8 @@ class LocalEnvironment:
                 }
                 with contextlib.suppress(errors.Conflict):
                     await api.create(resources.CLUSTERS, cluster)
+            if not mci_credentials:
+                return
             await _create_namespace(api, MCI_CREDENTIALS_NAMESPACE)
             tokens = await asyncio.gather(*(self._mci_reader(name)
                                             for name in self.config.members))

@@ -455,7 +455,7 @@ class Fleet:
         cp_steps = control_plane_steps()
         await self._timed("1 CRDs", cp_steps[:1])
         began = time.monotonic()
-        await self.env.register_members()
+        await self.env.register_members(mci_credentials=False)  # step 5 makes them
         self.timings["2 register the members"] = time.monotonic() - began
         await self._timed("3 control plane", cp_steps[1:3])
         await self._timed("4 remedy controller", cp_steps[3:5])

@@ -51,14 +51,15 @@ def documented(members: tuple[str, ...]) -> dict[str, set[tuple[str, str, str]]]
         cp |= {("ServiceAccount", "karmada-cluster", f"clusterhealth-agent-{member}"),
                ("Secret", "karmada-cluster", f"clusterhealth-agent-{member}-token")}
     cp |= _namespace("karmada-cluster") | {("Secret", "karmada-cluster", m) for m in members}
+    # made by hand, as the MCI provider's README says: its member credentials
+    cp |= _namespace("clusterhealth-mci-credentials") | {
+        ("Secret", "clusterhealth-mci-credentials", m) for m in members}
     left = {CP: cp}
     for member in members:
         left[member] = {("Lease.coordination.k8s.io", NS, "clusterhealth-agent"),
-                        *_namespace(NS), *_namespace("karmada-cluster"),
-                        # made by hand, as the READMEs say
-                        ("Secret", NS, "clusterhealth-agent-karmada-kubeconfig"),
-                        ("ServiceAccount", "karmada-cluster", "clusterhealth-mci-provider"),
-                        ("Secret", "karmada-cluster", "clusterhealth-mci-provider-token")}
+                        *_namespace(NS),
+                        # made by hand, as the agent's README says
+                        ("Secret", NS, "clusterhealth-agent-karmada-kubeconfig")}
     return left
 
 

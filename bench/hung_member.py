@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import remedy, report, runtime, takeover
+from clusterhealth_core import members
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, hung
@@ -219,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Work created until all 30 report Applied=True. Rounds alternate alone / beside; "
             "each beside round starts a fresh hang (its Works are new), the worst case: the "
             "first requests to the hung member hold its 2 slots for the 30 s deadline, the "
-            "next ones wait for a slot until those have been stuck for 10 s, then fail at once.",
+            "next ones wait for a slot until those have been stuck for "
+            f"{members.STALL_AFTER:g} s, then fail at once.",
             f"Hung member's Works after the rounds: {len(messages)} with Applied=False, "
             f"{deadline} naming the request deadline, {saturated} the limit of requests at once.",
             f"Limits lifted (`{' '.join(UNLIMITED)}`, one round): the healthy Works "

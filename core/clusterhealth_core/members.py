@@ -51,7 +51,12 @@ REQUEST_TIMEOUT = 30.0
 CONCURRENT_REQUESTS = 2
 """Requests (watches aside) to one member at once; keep it below the workers of the
 controllers that share the pool, so that a hung member holds only that many."""
-LIMITS = kube.Limits(request_timeout=REQUEST_TIMEOUT, max_in_flight=CONCURRENT_REQUESTS)
+STALL_AFTER = 2.0
+"""A member whose requests holding every slot have been in flight this long is stuck, not
+busy (a healthy API server answers a write in milliseconds): further requests fail at once
+instead of holding a worker while they wait for a slot."""
+LIMITS = kube.Limits(request_timeout=REQUEST_TIMEOUT, max_in_flight=CONCURRENT_REQUESTS,
+                     stall_after=STALL_AFTER)
 RETIRE_GRACE = 120.0
 """A replaced client still in use after this long is closed anyway (its users did not move:
 two watch periods, four member request deadlines)."""

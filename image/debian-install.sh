@@ -2,7 +2,7 @@
 # Install Debian packages into an image, slim: no recommends, no docs, man pages
 # or translations (copyright files stay), no apt lists, caches or logs left behind.
 # Both Dockerfiles run it in every stage (RUN --mount=type=bind,source=image,...),
-# and so does the daemon-less build (localenv/clusterhealth_localenv/images.py), which
+# and so does the daemon-less build (clusterhealth_localenv/images.py), which
 # executes the same Dockerfiles: one recipe. Usage: debian-install.sh PACKAGE...
 set -eu
 export DEBIAN_FRONTEND=noninteractive

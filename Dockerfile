@@ -5,7 +5,7 @@
 # clusterhealth_controlplane.webhook). It also holds the clusterhealth command
 # (clusterhealth_cli, docs/cli.md). Build it with `make image` (docs/operations.md,
 # "Images"): with Docker or buildah when present, else without a daemon
-# (clusterhealth_localenv/images.py executes THIS file in a chroot: keep to the
+# (localenv/clusterhealth_localenv/images.py executes THIS file in a chroot: keep to the
 # instructions it knows, FROM/ARG/COPY/RUN [--mount=type=bind]/ENV/WORKDIR/USER/
 # ENTRYPOINT/CMD/LABEL; it refuses any other).
 #

@@ -58,20 +58,21 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 
-stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+stamp="$VENV/.installed-$(cat pyproject.toml localenv/pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: creating $VENV and installing Python packages"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[dev]'
+  # the product with its dev tools, and the test harness (localenv/, not part of the product)
+  "$VENV/bin/pip" install -q -e '.[dev]' -e ./localenv
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
-# The packages live in one folder per component; tools that do not run
-# setuptools' import hook (mypy, import-linter) find them through this .pth.
+# The packages live in one folder per component (and the harness in localenv/); tools
+# that do not run setuptools' import hook (mypy, import-linter) find them through this .pth.
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 : > "$site/clusterhealth-sources.pth"
-for root in core agent remedy mci-provider controlplane cli; do
+for root in core agent remedy mci-provider controlplane cli localenv; do
   echo "$PWD/$root" >> "$site/clusterhealth-sources.pth"
 done
 

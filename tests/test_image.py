@@ -103,7 +103,8 @@ def test_instructions_and_substitution() -> None:
 
 
 @pytest.mark.parametrize(("path", "ignored"), [
-    ("core/clusterhealth_localenv/images.py", True), ("core/clusterhealth_core/x.py", False),
+    ("localenv/clusterhealth_localenv/images.py", True), ("localenv/pyproject.toml", True),
+    ("core/clusterhealth_core/x.py", False),
     ("agent/clusterhealth_agent/__pycache__/a.pyc", True), ("tests/test_image.py", True),
     ("cli/clusterhealth.egg-info/PKG-INFO", True), ("image/requirements.lock", False),
 ])

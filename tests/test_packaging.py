@@ -24,6 +24,9 @@ def test_wheel_installs_and_components_start(tmp_path: pathlib.Path) -> None:
         assert "clusterhealth_core/py.typed" in names
         # the test harness is not the product: not in the wheel, so not in the image
         assert not [n for n in names if n.startswith("clusterhealth_localenv")]
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        # nor are its dependencies (localenv/pyproject.toml names them)
+        assert "Provides-Extra: localenv" not in contents.read(metadata).decode()
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")

@@ -1,6 +1,6 @@
 """Rendering a chart in tests: helm template with values, and picking manifests.
 
-Shared by the per-chart test modules (agent, remedy, MCI provider).
+Shared by the chart test modules (test_charts.py and each chart's own).
 """
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ from clusterhealth_localenv import binaries
 KUBERNETES = binaries.KUBERNETES_VERSION.lstrip("v")
 Manifest = dict[str, Any]
 Render = Callable[..., list[Manifest]]
+CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
+        "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
+        "multiclusteringresses.networking.karmada.io",
+        "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
+        "resourcebindings.work.karmada.io", "works.work.karmada.io"]
+"""The CRDs the clusterhealth-crds chart installs (by name, sorted)."""
 
 
 def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -81,6 +87,12 @@ def one(documents: list[Manifest], kind: str, name: str | None = None) -> Manife
              if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
     assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
     return found[0]
+
+
+def crd_names(documents: list[Manifest]) -> list[str]:
+    """The names of the CRDs among ``documents``, sorted."""
+    return sorted(d["metadata"]["name"] for d in documents
+                  if d["kind"] == "CustomResourceDefinition")
 
 
 def kinds(documents: list[Manifest]) -> list[str]:

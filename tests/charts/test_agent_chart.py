@@ -7,10 +7,8 @@ schema for: their structure is checked here instead.
 
 from __future__ import annotations
 
-import json
 import pathlib
 from collections.abc import Callable
-from typing import Any
 
 import chartkit
 import kubernetes_validate
@@ -23,33 +21,10 @@ CHART = pathlib.Path(__file__).resolve().parents[2] / "charts" / "agent"
 KUBERNETES = binaries.KUBERNETES_VERSION.lstrip("v")
 NAMESPACE = "clusterhealth-system"
 RELEASE = "clusterhealth-agent"
-CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
 
 Manifest = chartkit.Manifest
 Render = chartkit.Render
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return chartkit.helm_for(CHART)
-
-
-_run_helm = chartkit.run_helm
-
-
-
-
-@pytest.fixture
-def render(helm: str, tmp_path: pathlib.Path) -> Render:
-    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
-    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
-
-
-@pytest.fixture
-def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
-    """Render the chart expecting helm to refuse; return its error output."""
-    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
 _one = chartkit.one
@@ -74,34 +49,6 @@ MEMBER = {"clusterName": "member1"}
 
 
 # --- the generic chart checks (tests/charts/test_charts.py), with values -----------------
-
-def test_there_are_ci_values() -> None:
-    assert CI_VALUES == ["control-plane-values.yaml", "member-values.yaml"]
-
-
-@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
-def test_lints_strictly(helm: str, values_file: str | None) -> None:
-    args = ["lint", "--strict", str(CHART)]
-    if values_file:
-        args += ["--values", str(CHART / "ci" / values_file)]
-    proc = _run_helm(helm, *args)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 chart(s) failed" in proc.stdout
-
-
-@pytest.mark.parametrize("values_file", CI_VALUES)
-def test_renders_valid_manifests(helm: str, values_file: str) -> None:
-    proc = _run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-                     "--kube-version", KUBERNETES,
-                     "--values", str(CHART / "ci" / values_file))
-    assert proc.returncode == 0, proc.stderr
-    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert documents
-    for document in documents:
-        if document["apiVersion"] == MONITORING:
-            continue  # no schema in kubernetes-validate: see test_monitoring_*
-        kubernetes_validate.validate(document, KUBERNETES, strict=True)
-
 
 def test_member_defaults_render_valid_manifests(render: Render) -> None:
     documents = render(MEMBER)
@@ -269,35 +216,6 @@ def test_cluster_name_is_required(render_error: Callable[..., str], target: str)
         assert "--set clusterName=<name>" in error
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"failureQuorum": 1.5}, "/failureQuorum"),
-    ({"failureQuorum": 0}, "/failureQuorum"),
-    ({"failureQuorum": "1.5"}, "/failureQuorum"),
-    ({"detectors": ["dns", "kubelet"]}, "/detectors/1"),
-    ({"detectors": []}, "/detectors"),
-    ({"detectors": ["dns", "dns"]}, "/detectors"),
-    ({"clusterNmae": "member1"}, "additional properties 'clusterNmae' not allowed"),
-    ({"detectPeriod": "5"}, "/detectPeriod"),
-    ({"staleThreshold": "1d"}, "/staleThreshold"),
-    ({"target": "controlplane"}, "/target"),
-    ({"probes": [{"name": "x", "type": "icmp", "conditionType": "X"}]}, "/probes/0/type"),
-    ({"probes": [{"type": "dns", "conditionType": "X"}]}, "/probes/0"),
-    ({"probes": [{"name": "x", "type": "dns"}]}, "/probes/0"),
-    ({"probes": [{"name": "x", "type": "dns", "conditionType": "Ready"}]},
-     "/probes/0/conditionType"),
-    ({"probes": [{"name": "x", "type": "dns", "conditionType": "X", "query": "a."}]},
-     "/probes/0"),
-    ({"clusterName": "Member_1"}, "/clusterName"),
-    ({"clusterName": "m" * 49}, "/clusterName"),
-    ({"controlPlane": {"subject": {"kind": "Robot", "name": "r"}}}, "/controlPlane/subject/kind"),
-])
-def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
-                                   message: str) -> None:
-    error = render_error({**MEMBER, **values})
-    assert "don't meet the specifications of the schema" in error, error
-    assert message in error, error
-
-
 def test_schema_rejects_failure_quorum_given_with_set(render_error: Callable[..., str]) -> None:
     # --set passes floats as strings; the schema checks those too.
     assert "/failureQuorum" in render_error(MEMBER, "failureQuorum=1.5")
@@ -307,14 +225,6 @@ def test_schema_rejects_failure_quorum_given_with_set(render_error: Callable[...
 def test_schema_accepts_failure_quorum_given_with_set(render: Render, quorum: str) -> None:
     assert f"--failure-quorum={quorum}" in _container(
         render(MEMBER, f"failureQuorum={quorum}"))["args"]
-
-
-def test_schema_is_draft_07_and_closed() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
-    assert schema["additionalProperties"] is False
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert set(values) <= set(schema["properties"])
 
 
 # --- RBAC ------------------------------------------------------------------------------

@@ -44,14 +44,8 @@ RELEASE = "clusterhealth-controlplane"
 MANAGER = f"{RELEASE}-controller-manager"
 SCHEDULER = f"{RELEASE}-scheduler"
 WEBHOOK = f"{RELEASE}-webhook"
-CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
 CERT_MANAGER = "cert-manager.io/v1"
-CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
-        "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
-        "multiclusteringresses.networking.karmada.io",
-        "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
-        "resourcebindings.work.karmada.io", "works.work.karmada.io"]
 KARMADA_HOST: dict[str, Any] = {"kubeconfigSecret": {"name": "karmada-kubeconfig",
                                      "controllerManagerKey": "cm", "schedulerKey": "sched"},
                 "crds": {"enabled": False}}
@@ -68,23 +62,6 @@ WEBHOOK_KINDS = ["ServiceAccount", "Secret", "Deployment", "Service", "PodDisrup
 Manifest = chartkit.Manifest
 Render = chartkit.Render
 Grant = tuple[str, str, str, str, tuple[str, ...]]
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return chartkit.helm_for(CHART)
-
-
-@pytest.fixture
-def render(helm: str, tmp_path: pathlib.Path) -> Render:
-    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
-    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
-
-
-@pytest.fixture
-def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
-    """Render the chart expecting helm to refuse; return its error output."""
-    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
 _one = chartkit.one
@@ -112,39 +89,13 @@ def _validate(documents: list[Manifest]) -> None:
 
 # --- the chart itself ------------------------------------------------------------------
 
-def test_chart_depends_on_the_crds_chart_by_file() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["name"] == "clusterhealth-controlplane"
-    assert chart["dependencies"] == [{"name": "clusterhealth-crds", "version": "0.1.0",
-                                      "repository": "file://../clusterhealth-crds",
-                                      "condition": "crds.enabled"}]
-    assert yaml.safe_load((CHART / "values.yaml").read_text())["crds"] == {"enabled": True}
-
-
-def test_there_are_ci_values() -> None:
-    assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
-                         "karmada-rbac-values.yaml"]
-
-
-@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
-def test_lints_strictly(helm: str, values_file: str | None) -> None:
-    args = ["lint", "--strict", str(CHART)]
-    if values_file:
-        args += ["--values", str(CHART / "ci" / values_file)]
-    proc = chartkit.run_helm(helm, *args)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 chart(s) failed" in proc.stdout
-
-
-@pytest.mark.parametrize("values_file", CI_VALUES)
-def test_renders_valid_manifests(helm: str, values_file: str) -> None:
-    proc = chartkit.run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-                             "--kube-version", KUBERNETES, "--include-crds",
-                             "--values", str(CHART / "ci" / values_file))
-    assert proc.returncode == 0, proc.stderr
-    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert documents
-    _validate(documents)
+def test_schema_closes_each_component() -> None:
+    # test_charts.py checks the schema is draft-07 and closed at the top; each component too
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for component in ("controllerManager", "scheduler", "webhook"):
+        assert schema["properties"][component]["additionalProperties"] is False
+        assert set(values[component]) <= set(schema["properties"][component]["properties"])
 
 
 def test_defaults_render_valid_manifests(render: Render) -> None:
@@ -394,60 +345,6 @@ def test_scheduler_disabled(render: Render) -> None:
 
 # --- values that are refused -----------------------------------------------------------
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"controllerManager": {"replicas": 0}}, "/controllerManager/replicas"),
-    ({"scheduler": {"replicas": 1.5}}, "/scheduler/replicas"),
-    ({"controllerManager": {"workers": 0}}, "/controllerManager/workers"),
-    ({"controllerManager": {"workers": 65}}, "/controllerManager/workers"),
-    ({"scheduler": {"workers": 100}}, "/scheduler/workers"),
-    ({"scheduler": {"workers": "8"}}, "/scheduler/workers"),
-    ({"controllerManager": {"resyncPeriod": "5"}}, "/controllerManager/resyncPeriod"),
-    ({"controllerManager": {"resyncPeriod": "1d"}}, "/controllerManager/resyncPeriod"),
-    ({"controllerManager": {"resyncPeriod": "0s"}}, "/controllerManager/resyncPeriod"),
-    ({"controllerManager": {"resyncPeriod": 300}}, "/controllerManager/resyncPeriod"),
-    ({"leaderElection": {"leaseDuration": "15"}}, "/leaderElection/leaseDuration"),
-    ({"leaderElection": {"retryPeriod": "0ms"}}, "/leaderElection/retryPeriod"),
-    ({"controllerManager": {"controllers": "scheduler"}}, "/controllerManager/controllers"),
-    ({"controllerManager": {"controllers": "*,-remedy"}}, "/controllerManager/controllers"),
-    ({"controllerManager": {"controllers": "Detector"}}, "/controllerManager/controllers"),
-    ({"controllerManager": {"controllers": "detector,"}}, "/controllerManager/controllers"),
-    ({"controllerManager": {"controllers": ""}}, "/controllerManager/controllers"),
-    ({"controllerManager": {"controllers": ["detector"]}}, "/controllerManager/controllers"),
-    ({"scheduler": {"plugins": "*,-NoSuchPlugin"}}, "/scheduler/plugins"),
-    ({"scheduler": {"plugins": "clusteraffinity"}}, "/scheduler/plugins"),
-    ({"scheduler": {"enabled": "yes"}}, "/scheduler/enabled"),
-    ({"scheduler": {"leaseName": "x"}}, "additional properties 'leaseName' not allowed"),
-    ({"controllerManager": {"controler": "*"}}, "additional properties 'controler' not allowed"),
-    ({"replicas": 2}, "additional properties 'replicas' not allowed"),
-    ({"workers": 2}, "additional properties 'workers' not allowed"),
-    ({"eventNamespace": "clusterhealth-system"}, "/eventNamespace"),
-    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
-    ({"controllerManager": {"extraArgs": ["workers=3"]}}, "/controllerManager/extraArgs/0"),
-    ({"templateKinds": [{"apiGroup": "apps"}]}, "/templateKinds/0"),
-    ({"templateKinds": [{"apiGroup": "apps", "resources": []}]}, "/templateKinds/0/resources"),
-    ({"templateKinds": [{"apiGroup": "apps", "resources": ["Deployments"]}]},
-     "/templateKinds/0/resources/0"),
-    ({"templateKinds": [{"apiGroup": "apps", "resources": ["deployments/status"]}]},
-     "/templateKinds/0/resources/0"),
-    ({"templateKinds": [{"apiGroup": "Apps", "resources": ["deployments"]}]},
-     "/templateKinds/0/apiGroup"),
-    ({"templateKinds": [{"apiGroup": "apps", "resources": ["deployments"], "verbs": ["get"]}]},
-     "additional properties 'verbs' not allowed"),
-    ({"kubeconfigSecret": {"name": "Bad_Name", "controllerManagerKey": "a",
-                           "schedulerKey": "b"}}, "/kubeconfigSecret/name"),
-    ({"kubeconfigSecret": {"name": "kc", "key": "kubeconfig"}}, "/kubeconfigSecret"),
-    ({"crds": {"enabled": "no"}}, "/crds/enabled"),
-    ({"rbacOnly": "true"}, "/rbacOnly"),
-    ({"serviceMonitor": {"enabled": True, "interval": "30"}}, "/serviceMonitor/interval"),
-    ({"nodeSelector": {"zone": 1}}, "/nodeSelector/zone"),
-])
-def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
-                                   message: str) -> None:
-    error = render_error(values)
-    assert "don't meet the specifications of the schema" in error, error
-    assert message in error, error
-
-
 @pytest.mark.parametrize("item", ["controllerManager.workers=100", "scheduler.replicas=0",
                                   "controllerManager.resyncPeriod=5", "foo=bar",
                                   "controllerManager.controllers=nope"])
@@ -501,21 +398,6 @@ def test_lease_timings_must_decrease(render_error: Callable[..., str],
                                      timings: dict[str, str]) -> None:
     error = render_error({"leaderElection": timings})
     assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
-
-
-def test_schema_is_draft_07_and_closed() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
-    assert schema["additionalProperties"] is False
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert set(values) <= set(schema["properties"])
-    for component in ("controllerManager", "scheduler", "webhook"):
-        assert schema["properties"][component]["additionalProperties"] is False
-        assert set(values[component]) <= set(schema["properties"][component]["properties"])
-
-
-def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 92  # + prometheusRule
 
 
 # --- RBAC ------------------------------------------------------------------------------
@@ -643,21 +525,6 @@ def test_lease_and_events_match_the_args(render: Render) -> None:
         assert _grants("", "", "events", "create patch") <= _granted(documents, name)
 
 
-# --- CRDs: the clusterhealth-crds dependency ------------------------------------------
-
-def _crd_names(documents: list[Manifest]) -> list[str]:
-    return sorted(d["metadata"]["name"] for d in documents
-                  if d["kind"] == "CustomResourceDefinition")
-
-
-def test_crds_come_from_the_dependency(render: Render) -> None:
-    assert _crd_names(render(include_crds=True)) == CRDS
-    assert _crd_names(render()) == []
-    disabled = render({"crds": {"enabled": False}}, include_crds=True)
-    assert _crd_names(disabled) == []
-    assert _kinds(disabled) == _kinds(render())
-
-
 # --- kubeconfigSecret and rbacOnly: a host cluster managing another API server ---------
 
 def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
@@ -677,7 +544,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
             if sa["kind"] == "ServiceAccount"] == [False, False]
     # no webhook: its configuration belongs in the API server the components manage
     assert _kinds(documents) == sorted(["ServiceAccount", "ServiceAccount", *RUNNING])
-    assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
+    assert chartkit.crd_names(render(KARMADA_HOST, include_crds=True)) == []
     _validate(documents)
 
 
@@ -702,7 +569,7 @@ def test_rbac_only(render: Render) -> None:
     for name in (MANAGER, SCHEDULER):
         assert f"--leader-elect-resource-name={name}" in _container(host, name)["args"]
         assert _one(documents, "ServiceAccount", name)["metadata"]["namespace"] == NAMESPACE
-    assert _crd_names(render({"rbacOnly": True}, include_crds=True)) == CRDS
+    assert chartkit.crd_names(render({"rbacOnly": True}, include_crds=True)) == chartkit.CRDS
 
 
 # --- metrics ---------------------------------------------------------------------------

@@ -18,16 +18,16 @@ written beside this chart; the same run-it test belongs here once it lands).
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import chartkit
 import cpchart
 import pytest
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -221,25 +221,8 @@ async def test_secrets_are_readable_as_templates_only_when_listed(
 
 async def _eventually(check: Callable[[], Awaitable[T | None]], what: str,
                       process: processes.ManagedProcess, timeout: float = 60.0) -> T:
-    last: Any = None
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                try:
-                    last = await check()
-                except errors.NotFound as exc:
-                    last = exc
-                else:
-                    if last:
-                        result: T = last
-                        return result
-                if not process.running():
-                    raise AssertionError(f"the controller manager exited:\n"
-                                         f"{process.log_tail(60)}")
-                await asyncio.sleep(0.2)
-    except TimeoutError:
-        raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r}):\n"
-                             f"{process.log_tail(60)}") from None
+    return await testkit.eventually(check, timeout, what, not_yet=(errors.NotFound,),
+                                    process=process)
 
 
 async def _gone(api: kube.ApiClient, resource: resources.Resource, name: str,

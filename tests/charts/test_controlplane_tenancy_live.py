@@ -27,7 +27,6 @@ manager did and did not do:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import dataclasses
@@ -41,6 +40,7 @@ import chartkit
 import cpchart
 import pytest
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.execution import decision as execution
@@ -97,25 +97,8 @@ class Platform:
 
     async def eventually(self, check: Callable[[], Awaitable[T | None]], what: str,
                          timeout: float = 60.0) -> T:
-        last: Any = None
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    try:
-                        last = await check()
-                    except errors.NotFound as exc:
-                        last = exc
-                    else:
-                        if last:
-                            result: T = last
-                            return result
-                    if not self.manager.running():
-                        raise AssertionError("the controller manager exited:\n"
-                                             + self.manager.log_tail(60))
-                    await asyncio.sleep(0.25)
-        except TimeoutError:
-            raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r}):\n"
-                                 f"{self.manager.log_tail(60)}") from None
+        return await testkit.eventually(check, timeout, what, interval=0.25,
+                                        not_yet=(errors.NotFound,), process=self.manager)
 
     async def policy(self, name: str, selectors: list[dict[str, Any]], **spec: Any) -> None:
         """The tenant's PropagationPolicy onto the member."""

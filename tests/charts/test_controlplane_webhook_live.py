@@ -15,7 +15,6 @@ import uuid
 from typing import Any
 
 import chartkit
-import pytest
 import yaml
 
 from clusterhealth_core.kube import client as kube
@@ -25,11 +24,6 @@ from clusterhealth_localenv import environment, pki
 CHART = pathlib.Path(__file__).resolve().parents[2] / "charts" / "controlplane"
 RELEASE = "webhook-live"
 WEBHOOK = f"{RELEASE}-clusterhealth-controlplane-webhook"
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return chartkit.helm_for(CHART)
 
 
 def _render(helm: str, env: environment.LocalEnvironment, namespace: str,

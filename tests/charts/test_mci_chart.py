@@ -35,13 +35,7 @@ CHART = ROOT / "charts" / "mci-provider"
 KUBERNETES = binaries.KUBERNETES_VERSION.lstrip("v")
 NAMESPACE = "clusterhealth-system"
 RELEASE = "clusterhealth-mci-provider"
-CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
-CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
-        "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
-        "multiclusteringresses.networking.karmada.io",
-        "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
-        "resourcebindings.work.karmada.io", "works.work.karmada.io"]
 OWN = {"enabled": False}
 """``haproxy.sidecar``: the user's own HAProxy, not the chart's sidecar (the default)."""
 KARMADA_HOST = {"kubeconfigSecret": {"name": "karmada-kubeconfig", "key": "config"},
@@ -56,25 +50,6 @@ Render = chartkit.Render
 
 
 _run_helm = chartkit.run_helm
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return chartkit.helm_for(CHART)
-
-
-
-
-@pytest.fixture
-def render(helm: str, tmp_path: pathlib.Path) -> Render:
-    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
-    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
-
-
-@pytest.fixture
-def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
-    """Render the chart expecting helm to refuse; return its error output."""
-    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
 _one = chartkit.one
@@ -128,50 +103,26 @@ CONTROL_PLANE_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "Rol
 
 # --- the chart itself ------------------------------------------------------------------
 
-def test_chart_depends_on_the_crds_chart_by_file() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["name"] == "clusterhealth-mci-provider"
-    assert chart["dependencies"] == [{"name": "clusterhealth-crds", "version": "0.1.0",
-                                      "repository": "file://../clusterhealth-crds",
-                                      "condition": "crds.enabled"}]
-    crds_chart = yaml.safe_load((ROOT / "charts" / "clusterhealth-crds" / "Chart.yaml")
-                                .read_text())
-    assert crds_chart["version"] == "0.1.0"
-    assert yaml.safe_load((CHART / "values.yaml").read_text())["crds"] == {"enabled": True}
-    # the dependency is carried (a link to the CRDs chart), so no `helm dependency build`;
-    # what that command would write is not committed
-    assert (CHART / "charts" / "clusterhealth-crds").resolve() == (
-        ROOT / "charts" / "clusterhealth-crds").resolve()
-    ignored = (ROOT / ".gitignore").read_text().splitlines()
-    assert "charts/*/charts/*.tgz" in ignored
-    assert "charts/*/Chart.lock" in ignored
+def test_schema_closes_every_values_object() -> None:
+    # test_charts.py checks the schema is draft-07 and closed at the top; here, below too:
+    # every object of values.yaml is closed (but the free-form Kubernetes ones)
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    free_form = {"resources", "nodeSelector", "affinity", "podSecurityContext",
+                 "securityContext", "socketVolume", "labels", "annotations", "global",
+                 "podSelector"}
 
+    def closed(node: dict[str, Any], value: Any, where: str) -> None:
+        if not isinstance(value, dict) or where.rsplit("/", 1)[-1] in free_form:
+            return
+        if "$ref" in node:
+            node = schema["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        assert node.get("additionalProperties") is False, where
+        for key, child in value.items():
+            closed(node["properties"][key], child, f"{where}/{key}")
 
-def test_there_are_ci_values() -> None:
-    assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
-                         "karmada-rbac-values.yaml", "member-subject-values.yaml",
-                         "member-values.yaml", "sidecar-values.yaml"]
-
-
-@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
-def test_lints_strictly(helm: str, values_file: str | None) -> None:
-    args = ["lint", "--strict", str(CHART)]
-    if values_file:
-        args += ["--values", str(CHART / "ci" / values_file)]
-    proc = _run_helm(helm, *args)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 chart(s) failed" in proc.stdout
-
-
-@pytest.mark.parametrize("values_file", CI_VALUES)
-def test_renders_valid_manifests(helm: str, values_file: str) -> None:
-    proc = _run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-                     "--kube-version", KUBERNETES, "--include-crds",
-                     "--values", str(CHART / "ci" / values_file))
-    assert proc.returncode == 0, proc.stderr
-    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert documents
-    _validate(documents)  # the ServiceMonitor: see test_service_monitor
+    for key, value in values.items():
+        closed(schema["properties"][key], value, key)
 
 
 def test_defaults_render_valid_manifests(render: Render) -> None:
@@ -651,66 +602,6 @@ def test_sidecar_haproxy_cfg_is_accepted_by_haproxy(render: Render,
 
 # --- values that are refused -----------------------------------------------------------
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"replicas": 0}, "/replicas"),
-    ({"replicas": -1}, "/replicas"),
-    ({"replicas": 1.5}, "/replicas"),
-    ({"replicas": "2"}, "/replicas"),
-    ({"workers": 0}, "/workers"),
-    ({"workers": 65}, "/workers"),
-    ({"target": "controlplane"}, "/target"),
-    ({"provider": "nginx"}, "/provider"),
-    ({"provider": "HAProxy"}, "/provider"),
-    ({"haproxy": {"slots": 0}}, "/haproxy/slots"),
-    ({"haproxy": {"slots": 4097}}, "/haproxy/slots"),
-    ({"haproxy": {"slots": 2.5}}, "/haproxy/slots"),
-    ({"haproxy": {"serversPerSlot": 0}}, "/haproxy/serversPerSlot"),
-    ({"haproxy": {"serversPerSlot": 1025}}, "/haproxy/serversPerSlot"),
-    ({"haproxy": {"drainTimeout": "30"}}, "/haproxy/drainTimeout"),
-    ({"haproxy": {"drainTimeout": "0s"}}, "/haproxy/drainTimeout"),
-    ({"haproxy": {"socket": "admin.sock"}}, "/haproxy/socket"),
-    ({"haproxy": {"socket": "/var/run/haproxy/"}}, "/haproxy/socket"),
-    ({"haproxy": {"socket": "10.0.0.1"}}, "/haproxy/socket"),
-    ({"haproxy": {"socket": "/var/run/my haproxy.sock"}}, "/haproxy/socket"),
-    ({"haproxy": {"socketVolume": {"emptyDir": {}, "hostPath": {"path": "/x"}}}},
-     "/haproxy/socketVolume"),
-    ({"haproxy": {"slot": 2}}, "additional properties 'slot' not allowed"),
-    ({"haproxy": {"sidecar": {"enabled": "yes"}}}, "/haproxy/sidecar/enabled"),
-    ({"haproxy": {"sidecar": {"frontendPort": 80}}}, "/haproxy/sidecar/frontendPort"),
-    ({"haproxy": {"sidecar": {"frontendPort": 65536}}}, "/haproxy/sidecar/frontendPort"),
-    ({"haproxy": {"sidecar": {"frontendPort": 10360}}}, "/haproxy/sidecar/frontendPort"),
-    ({"haproxy": {"sidecar": {"image": ""}}}, "/haproxy/sidecar/image"),
-    ({"haproxy": {"sidecar": {"port": 8080}}}, "additional properties 'port' not allowed"),
-    ({"ingressClass": {"name": "Cluster_Health"}}, "/ingressClass/name"),
-    ({"ingressClass": {"name": ""}}, "/ingressClass/name"),
-    ({"ingressClass": {"default": "true"}}, "/ingressClass/default"),
-    ({"ingressClass": {"controller": "x"}}, "additional properties 'controller' not allowed"),
-    ({"failOpen": "false"}, "/failOpen"),
-    ({"haproxy": {"monitorInterval": "5"}}, "/haproxy/monitorInterval"),
-    ({"haproxy": {"monitorInterval": "0s"}}, "/haproxy/monitorInterval"),
-    ({"clusterSecretNamespace": "Karmada"}, "/clusterSecretNamespace"),
-    ({"resyncPeriod": "5"}, "/resyncPeriod"),
-    ({"resyncPeriod": "1d"}, "/resyncPeriod"),
-    ({"leaderElection": {"leaseDuration": "15"}}, "/leaderElection/leaseDuration"),
-    ({"leaderElection": {"retryPeriod": "0ms"}}, "/leaderElection/retryPeriod"),
-    ({"replica": 2}, "additional properties 'replica' not allowed"),
-    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
-    ({"extraArgs": ["workers=3"]}, "/extraArgs/0"),
-    ({"kubeconfigSecret": {"name": "Bad_Name", "key": "kubeconfig"}}, "/kubeconfigSecret/name"),
-    ({"crds": {"enabled": "no"}}, "/crds/enabled"),
-    ({"rbacOnly": "true"}, "/rbacOnly"),
-    ({"serviceMonitor": {"enabled": True, "interval": "30"}}, "/serviceMonitor/interval"),
-    ({"member": {"subject": {"kind": "Robot", "name": "r"}}}, "/member/subject/kind"),
-    ({"member": {"subjects": []}}, "additional properties 'subjects' not allowed"),
-    ({"nodeSelector": {"zone": 1}}, "/nodeSelector/zone"),
-])
-def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
-                                   message: str) -> None:
-    error = render_error(values)
-    assert "don't meet the specifications of the schema" in error, error
-    assert message in error, error
-
-
 @pytest.mark.parametrize("item", ["replicas=0", "provider=nginx", "haproxy.slots=5000",
                                   "haproxy.serversPerSlot=0", "haproxy.drainTimeout=30",
                                   "foo=bar"])
@@ -737,34 +628,6 @@ def test_lease_timings_must_decrease(render_error: Callable[..., str],
                                      timings: dict[str, str]) -> None:
     error = render_error({"leaderElection": timings})
     assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
-
-
-def test_schema_is_draft_07_and_closed() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
-    assert schema["additionalProperties"] is False
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert set(values) <= set(schema["properties"])
-    # every object of values.yaml is closed too (but the free-form Kubernetes ones)
-    free_form = {"resources", "nodeSelector", "affinity", "podSecurityContext",
-                 "securityContext", "socketVolume", "labels", "annotations", "global",
-                 "podSelector"}
-
-    def closed(node: dict[str, Any], value: Any, where: str) -> None:
-        if not isinstance(value, dict) or where.rsplit("/", 1)[-1] in free_form:
-            return
-        if "$ref" in node:
-            node = schema["definitions"][node["$ref"].rsplit("/", 1)[-1]]
-        assert node.get("additionalProperties") is False, where
-        for key, child in value.items():
-            closed(node["properties"][key], child, f"{where}/{key}")
-
-    for key, value in values.items():
-        closed(schema["properties"][key], value, key)
-
-
-def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 98  # + prometheusRule
 
 
 # --- RBAC in the control plane ---------------------------------------------------------
@@ -904,7 +767,7 @@ def test_member_target_renders_only_its_read_only_identity(render: Render) -> No
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE,
                                     "namespace": NAMESPACE}]
     # and no CRDs in a member
-    assert _crd_names(render(MEMBER, include_crds=True)) == []
+    assert chartkit.crd_names(render(MEMBER, include_crds=True)) == []
 
 
 @pytest.mark.parametrize(("subject", "expected"), [
@@ -942,20 +805,10 @@ def test_member_target_refuses_the_crds(render_error: Callable[..., str]) -> Non
 
 # --- CRDs: the clusterhealth-crds dependency ------------------------------------------
 
-def _crd_names(documents: list[Manifest]) -> list[str]:
-    return sorted(d["metadata"]["name"] for d in documents
-                  if d["kind"] == "CustomResourceDefinition")
-
-
-def test_crds_come_from_the_dependency(render: Render) -> None:
-    assert _crd_names(render(include_crds=True)) == CRDS
-    assert _crd_names(render()) == []  # only with --include-crds, as Helm does
-
-
 def test_crds_disabled_drop_them(render: Render) -> None:
     for documents in (render({"crds": {"enabled": False}}, include_crds=True),
                       render(None, "crds.enabled=false", include_crds=True)):
-        assert _crd_names(documents) == []
+        assert chartkit.crd_names(documents) == []
         assert _kinds(documents) == _kinds(render())
 
 
@@ -980,7 +833,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
     assert _one(documents, "ServiceAccount")["automountServiceAccountToken"] is False
     assert _kinds(documents) == sorted(["ServiceAccount", "Service", "Deployment",
                                         "PodDisruptionBudget", "NetworkPolicy"])
-    assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
+    assert chartkit.crd_names(render(KARMADA_HOST, include_crds=True)) == []
     _validate(documents)
 
 
@@ -1002,7 +855,7 @@ def test_rbac_only(render: Render) -> None:
     args = _container(host)["args"]
     assert f"--leader-elect-resource-name={RELEASE}" in args
     assert f"--leader-elect-resource-namespace={NAMESPACE}" in args
-    assert _crd_names(render({"rbacOnly": True}, include_crds=True)) == CRDS
+    assert chartkit.crd_names(render({"rbacOnly": True}, include_crds=True)) == chartkit.CRDS
 
 
 # --- metrics ---------------------------------------------------------------------------

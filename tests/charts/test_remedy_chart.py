@@ -7,10 +7,8 @@ has no schema for: its structure is checked here instead.
 
 from __future__ import annotations
 
-import json
 import pathlib
 from collections.abc import Callable
-from typing import Any
 
 import chartkit
 import kubernetes_validate
@@ -24,13 +22,7 @@ CHART = ROOT / "charts" / "remedy"
 KUBERNETES = binaries.KUBERNETES_VERSION.lstrip("v")
 NAMESPACE = "clusterhealth-system"
 RELEASE = "clusterhealth-remedy"
-CI_VALUES = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 MONITORING = "monitoring.coreos.com/v1"
-CRDS = ["clusterpropagationpolicies.policy.karmada.io", "clusterresourcebindings.work.karmada.io",
-        "clusters.cluster.karmada.io", "clustertaintpolicies.policy.karmada.io",
-        "multiclusteringresses.networking.karmada.io",
-        "propagationpolicies.policy.karmada.io", "remedies.remedy.karmada.io",
-        "resourcebindings.work.karmada.io", "works.work.karmada.io"]
 KARMADA_HOST = {"kubeconfigSecret": {"name": "karmada-kubeconfig", "key": "config"},
                 "crds": {"enabled": False}}
 
@@ -39,25 +31,6 @@ Render = chartkit.Render
 
 
 _run_helm = chartkit.run_helm
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return chartkit.helm_for(CHART)
-
-
-
-
-@pytest.fixture
-def render(helm: str, tmp_path: pathlib.Path) -> Render:
-    """Render the chart with ``values`` (a dict) and ``--set`` items; fail if helm does."""
-    return chartkit.renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
-
-
-@pytest.fixture
-def render_error(helm: str, tmp_path: pathlib.Path) -> Callable[..., str]:
-    """Render the chart expecting helm to refuse; return its error output."""
-    return chartkit.error_renderer(helm, CHART, RELEASE, NAMESPACE, tmp_path)
 
 
 _one = chartkit.one
@@ -82,54 +55,6 @@ RBAC_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding"
 
 
 # --- the chart itself ------------------------------------------------------------------
-
-def test_chart_depends_on_the_crds_chart_by_file() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["name"] == "clusterhealth-remedy"
-    assert chart["dependencies"] == [{"name": "clusterhealth-crds", "version": "0.1.0",
-                                      "repository": "file://../clusterhealth-crds",
-                                      "condition": "crds.enabled"}]
-    crds_chart = yaml.safe_load((ROOT / "charts" / "clusterhealth-crds" / "Chart.yaml")
-                                .read_text())
-    assert crds_chart["version"] == "0.1.0"
-    assert yaml.safe_load((CHART / "values.yaml").read_text())["crds"] == {"enabled": True}
-    # the dependency is carried (a link to the CRDs chart), so no `helm dependency build`;
-    # what that command would write is not committed
-    assert (CHART / "charts" / "clusterhealth-crds").resolve() == (
-        ROOT / "charts" / "clusterhealth-crds").resolve()
-    ignored = (ROOT / ".gitignore").read_text().splitlines()
-    assert "charts/*/charts/*.tgz" in ignored
-    assert "charts/*/Chart.lock" in ignored
-
-
-def test_there_are_ci_values() -> None:
-    assert CI_VALUES == ["control-plane-values.yaml", "karmada-host-values.yaml",
-                         "karmada-rbac-values.yaml"]
-
-
-@pytest.mark.parametrize("values_file", [None, *CI_VALUES])
-def test_lints_strictly(helm: str, values_file: str | None) -> None:
-    args = ["lint", "--strict", str(CHART)]
-    if values_file:
-        args += ["--values", str(CHART / "ci" / values_file)]
-    proc = _run_helm(helm, *args)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0 chart(s) failed" in proc.stdout
-
-
-@pytest.mark.parametrize("values_file", CI_VALUES)
-def test_renders_valid_manifests(helm: str, values_file: str) -> None:
-    proc = _run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
-                     "--kube-version", KUBERNETES, "--include-crds",
-                     "--values", str(CHART / "ci" / values_file))
-    assert proc.returncode == 0, proc.stderr
-    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert documents
-    for document in documents:
-        if document["apiVersion"] == MONITORING:
-            continue  # no schema in kubernetes-validate: see test_service_monitor
-        kubernetes_validate.validate(document, KUBERNETES, strict=True)
-
 
 def test_defaults_render_valid_manifests(render: Render) -> None:
     documents = render()
@@ -288,49 +213,6 @@ def test_no_pdb_with_one_replica(render: Render) -> None:
 
 # --- values that are refused -----------------------------------------------------------
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"replicas": 0}, "/replicas"),
-    ({"replicas": -1}, "/replicas"),
-    ({"replicas": 1.5}, "/replicas"),
-    ({"replicas": "2"}, "/replicas"),
-    ({"workers": 0}, "/workers"),
-    ({"workers": 65}, "/workers"),
-    ({"workers": 2.5}, "/workers"),
-    ({"resyncPeriod": "5"}, "/resyncPeriod"),
-    ({"resyncPeriod": "1d"}, "/resyncPeriod"),
-    ({"resyncPeriod": "0s"}, "/resyncPeriod"),
-    ({"resyncPeriod": "-5m"}, "/resyncPeriod"),
-    ({"resyncPeriod": 300}, "/resyncPeriod"),
-    ({"leaderElection": {"leaseDuration": "15"}}, "/leaderElection/leaseDuration"),
-    ({"leaderElection": {"renewDeadline": "ten"}}, "/leaderElection/renewDeadline"),
-    ({"leaderElection": {"retryPeriod": "0ms"}}, "/leaderElection/retryPeriod"),
-    ({"leaderElection": {"leaseName": "x"}}, "additional properties 'leaseName' not allowed"),
-    ({"replica": 2}, "additional properties 'replica' not allowed"),
-    ({"eventNamespace": "Default"}, "/eventNamespace"),
-    ({"eventNamespace": ""}, "/eventNamespace"),
-    # the API server refuses Events about cluster-scoped objects anywhere else
-    ({"eventNamespace": "clusterhealth-system"}, "/eventNamespace"),
-    ({"eventNamespace": "karmada-system"}, "/eventNamespace"),
-    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
-    ({"image": {"repository": ""}}, "/image/repository"),
-    ({"extraArgs": ["workers=3"]}, "/extraArgs/0"),
-    ({"kubeconfigSecret": {"name": "Bad_Name", "key": "kubeconfig"}}, "/kubeconfigSecret/name"),
-    ({"kubeconfigSecret": {"name": "kc", "key": "a/b"}}, "/kubeconfigSecret/key"),
-    ({"kubeconfigSecret": {"secretName": "kc"}}, "/kubeconfigSecret"),
-    ({"crds": {"enabled": "no"}}, "/crds/enabled"),
-    ({"crds": {"install": False}}, "additional properties 'install' not allowed"),
-    ({"rbacOnly": "true"}, "/rbacOnly"),
-    ({"serviceMonitor": {"enabled": True, "interval": "30"}}, "/serviceMonitor/interval"),
-    ({"serviceMonitor": {"enable": True}}, "additional properties 'enable' not allowed"),
-    ({"nodeSelector": {"zone": 1}}, "/nodeSelector/zone"),
-])
-def test_schema_rejects_bad_values(render_error: Callable[..., str], values: dict[str, Any],
-                                   message: str) -> None:
-    error = render_error(values)
-    assert "don't meet the specifications of the schema" in error, error
-    assert message in error, error
-
-
 @pytest.mark.parametrize("item", ["replicas=0", "workers=100", "resyncPeriod=5", "foo=bar"])
 def test_schema_rejects_bad_values_given_with_set(render_error: Callable[..., str],
                                                   item: str) -> None:
@@ -355,18 +237,6 @@ def test_lease_timings_in_mixed_units(render: Render) -> None:
                                                  "renewDeadline": "29.9s",
                                                  "retryPeriod": "1500ms"}}))["args"]
     assert "--leader-elect-lease-duration=0.5m" in args
-
-
-def test_schema_is_draft_07_and_closed() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
-    assert schema["additionalProperties"] is False
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert set(values) <= set(schema["properties"])
-
-
-def test_values_file_is_short() -> None:
-    assert len((CHART / "values.yaml").read_text().splitlines()) <= 62  # + prometheusRule
 
 
 # --- RBAC ------------------------------------------------------------------------------
@@ -451,20 +321,10 @@ def test_rbac_binds_the_deployment_service_account(render: Render) -> None:
 
 # --- CRDs: the clusterhealth-crds dependency ------------------------------------------
 
-def _crd_names(documents: list[Manifest]) -> list[str]:
-    return sorted(d["metadata"]["name"] for d in documents
-                  if d["kind"] == "CustomResourceDefinition")
-
-
-def test_crds_come_from_the_dependency(render: Render) -> None:
-    assert _crd_names(render(include_crds=True)) == CRDS
-    assert _crd_names(render()) == []  # only with --include-crds, as Helm does
-
-
 def test_crds_disabled_drop_them(render: Render) -> None:
     for documents in (render({"crds": {"enabled": False}}, include_crds=True),
                       render(None, "crds.enabled=false", include_crds=True)):
-        assert _crd_names(documents) == []
+        assert chartkit.crd_names(documents) == []
         # the controller itself is unchanged
         assert _kinds(documents) == _kinds(render())
 
@@ -491,7 +351,7 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
     assert _one(documents, "ServiceAccount")["automountServiceAccountToken"] is False
     assert _kinds(documents) == sorted(["ServiceAccount", "Service", "Deployment",
                                         "PodDisruptionBudget", "NetworkPolicy"])
-    assert _crd_names(render(KARMADA_HOST, include_crds=True)) == []
+    assert chartkit.crd_names(render(KARMADA_HOST, include_crds=True)) == []
     for document in documents:
         kubernetes_validate.validate(document, KUBERNETES, strict=True)
 
@@ -523,7 +383,7 @@ def test_rbac_only(render: Render) -> None:
     assert f"--leader-elect-resource-name={RELEASE}" in args
     assert f"--leader-elect-resource-namespace={NAMESPACE}" in args
     # rbacOnly into our own control plane may install the CRDs there
-    assert _crd_names(render({"rbacOnly": True}, include_crds=True)) == CRDS
+    assert chartkit.crd_names(render({"rbacOnly": True}, include_crds=True)) == chartkit.CRDS
 
 
 # --- metrics ---------------------------------------------------------------------------

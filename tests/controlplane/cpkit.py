@@ -8,12 +8,12 @@ import dataclasses
 import pathlib
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, TypeVar
 
 import prometheus_client
 
+import testkit
 from clusterhealth_controlplane import app, controllers, manager, metrics, options
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, members, runner
@@ -27,10 +27,6 @@ PROPAGATION = ("detector", "binding", "execution", "workStatus", "bindingStatus"
 WITH_NAMESPACE_SYNC = ("detector", "binding", "namespaceSync", "execution", "workStatus",
                        "bindingStatus")
 """The same, with the namespace sync (which the chart's default runs too)."""
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclasses.dataclass
@@ -80,7 +76,7 @@ async def _synced(replica: runner.ElectedController) -> bool:
 
 
 async def make_namespace(api: kube.ApiClient, prefix: str = "cp") -> str:
-    name = unique(prefix)
+    name = testkit.unique(prefix)
     await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
     return name
 
@@ -137,16 +133,6 @@ def scheduler_process(env: environment.LocalEnvironment, python_env: dict[str, s
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 60.0,
-                     what: str = "condition") -> T:
-    """``check()``'s first truthy result; fail after ``timeout`` seconds, naming ``what``."""
-    try:
-        result: T = await waiting.eventually(check, timeout=timeout, interval=0.2)
-    except AssertionError as exc:
-        raise AssertionError(f"{what}: {exc}") from None
-    return result
 
 
 @contextlib.asynccontextmanager

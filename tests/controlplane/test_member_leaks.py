@@ -36,6 +36,7 @@ import cpkit
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_controlplane import controllers as table
 from clusterhealth_controlplane import manager, memberobjects, options, vocabulary
 from clusterhealth_controlplane.clusterstatus import controller as clusterstatus
@@ -224,7 +225,7 @@ async def controllers(cp: kube.ApiClient) -> AsyncIterator[Controllers]:
         term=runner.TermSettings(mci.COMPONENT))
     tasks = [asyncio.create_task(plane.run()), asyncio.create_task(lb.run())]
     try:
-        await cpkit.eventually(lambda: _synced(plane, lb), timeout=30, what="controllers synced")
+        await testkit.eventually(lambda: _synced(plane, lb), timeout=30, what="controllers synced")
         yield Controllers(plane, lb)
     finally:
         for task in tasks:
@@ -294,7 +295,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
                        for c in (obj.get("status") or {}).get("conditions") or []):
                 return False
         return True
-    await cpkit.eventually(in_use, timeout=60, what="every Cluster probed, cached and watched")
+    await testkit.eventually(in_use, timeout=60, what="every Cluster probed, cached and watched")
     busy = Footprint.now(env, running)
 
     for name in with_work:  # as Karmada does: the Works go first, then the Cluster
@@ -302,7 +303,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
 
     async def finalized() -> bool:
         return all([await _gone(cp, name) for name in with_work])
-    await cpkit.eventually(finalized, timeout=30, what="the Works finalized")
+    await testkit.eventually(finalized, timeout=30, what="the Works finalized")
     for name in with_work:
         await _finalize_namespace(cp, vocabulary.execution_namespace(name))
     for name in names:
@@ -312,7 +313,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
     async def clean() -> bool:
         return running.holding() == EMPTY
     try:
-        await cpkit.eventually(clean, timeout=30, what="nothing kept for the deleted Clusters")
+        await testkit.eventually(clean, timeout=30, what="nothing kept for the deleted Clusters")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; still held: {running.holding()}") from None
     return busy
@@ -327,7 +328,7 @@ async def test_200_clusters_created_and_deleted_leave_nothing_behind(
         env: environment.LocalEnvironment, cp: kube.ApiClient) -> None:
     suffix = uuid.uuid4().hex[:5]
     async with controllers(cp) as running:
-        await cpkit.eventually(lambda: _async(running.holding() == EMPTY),
+        await testkit.eventually(lambda: _async(running.holding() == EMPTY),
                                what="the environment's members in use")
         idle = Footprint.now(env, running)
         busy = await wave(env, cp, running, [f"leak-{suffix}-0-{i}" for i in range(PER_WAVE)])
@@ -371,7 +372,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
     body["spec"]["secretRef"]["name"] = name
     try:
         async with controllers(cp) as running:
-            await cpkit.eventually(lambda: _async(running.holding() == EMPTY),
+            await testkit.eventually(lambda: _async(running.holding() == EMPTY),
                                    what="the environment's members in use")
             await cp.create(resources.NAMESPACES,
                             {"metadata": {"name": vocabulary.execution_namespace(name)}})
@@ -394,7 +395,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
                     return None
                 return plane, lb
 
-            old_plane, old_lb = await cpkit.eventually(settled, what="the Cluster in use")
+            old_plane, old_lb = await testkit.eventually(settled, what="the Cluster in use")
             # the credentials rotate (a new resourceVersion of the Secret): new clients
             data = dict(source["data"])
             data["token"] = base64.b64encode(env.servers["member1"].token.encode()).decode()
@@ -405,17 +406,17 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
                 found = await settled()
                 return found if found and found[0] is not old_plane \
                     and found[1] is not old_lb else None
-            await cpkit.eventually(moved, what="every user on the new clients")
-            await cpkit.eventually(lambda: _closed(old_plane, old_lb),
+            await testkit.eventually(moved, what="every user on the new clients")
+            await testkit.eventually(lambda: _closed(old_plane, old_lb),
                                    what="the replaced clients closed")
             assert running.context.members.size == (1 + len(MEMBERS), 0)
             assert running.mci.pool.size == (1 + len(MEMBERS), 0)
             with pytest.raises(errors.ClientClosed):  # closed for good: never opened again
                 await old_plane.get(resources.NAMESPACES, "default")
             await cp.delete(resources.WORKS, name, namespace=vocabulary.execution_namespace(name))
-            await cpkit.eventually(lambda: _gone(cp, name), what="Work finalized")
+            await testkit.eventually(lambda: _gone(cp, name), what="Work finalized")
             await cp.delete(resources.CLUSTERS, name)
-            await cpkit.eventually(lambda: _async(running.holding() == EMPTY),
+            await testkit.eventually(lambda: _async(running.holding() == EMPTY),
                                    what="nothing kept")
             end = Footprint.now(env, running)
             assert end.member_connections == end.owned, end

@@ -47,6 +47,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -235,19 +236,19 @@ async def test_a_paused_former_leader_writes_nothing_to_members_or_haproxy(
         tmp_path: pathlib.Path) -> None:
     async with stage(audited, tmp_path) as made:
         a = made.spawn("replica-a", python_env, tmp_path)
-        await cpkit.eventually(lambda: made.led_by(a.identity), timeout=60,
+        await testkit.eventually(lambda: made.led_by(a.identity), timeout=60,
                                what="replica A leading both Leases")
         b = made.spawn("replica-b", python_env, tmp_path)
         await create_world(made)
-        await cpkit.eventually(made.applied, what="the Work applied by A")
+        await testkit.eventually(made.applied, what="the Work applied by A")
 
         async def serving() -> bool:
             return (await made.servers()).get(ENDPOINT) == "ready"
-        await cpkit.eventually(serving, what="the endpoint served by HAProxy")
+        await testkit.eventually(serving, what="the endpoint served by HAProxy")
         await asyncio.sleep(2.0)  # B is up and standing by (its informers synced)
 
         a.signal(signal.SIGSTOP)
-        plane_b, lb_b = await cpkit.eventually(lambda: made.led_by(b.identity), timeout=30,
+        plane_b, lb_b = await testkit.eventually(lambda: made.led_by(b.identity), timeout=30,
                                                what="replica B taking both Leases over")
         await asyncio.sleep(1.0)  # B's terms resync (nothing to change)
         b.signal(signal.SIGKILL)
@@ -272,8 +273,8 @@ async def test_a_paused_former_leader_writes_nothing_to_members_or_haproxy(
         assert plane_term > _time(plane_b["acquireTime"]) and lb_term > _time(lb_b["acquireTime"])
 
         # the new terms do what the old ones were refused: the writes were pending
-        await cpkit.eventually(made.applied, what="the object put back by A's new term")
-        await cpkit.eventually(serving, what="HAProxy restored by A's new term")
+        await testkit.eventually(made.applied, what="the object put back by A's new term")
+        await testkit.eventually(serving, what="HAProxy restored by A's new term")
 
         late = member_writes(audited, dead, plane_term)
         assert late == [], late

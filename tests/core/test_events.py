@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import events, retry
 from clusterhealth_core.kube import client as kube
@@ -20,13 +20,9 @@ from clusterhealth_core.kube import config, resources
 COMPONENT = "clusterhealth-test"
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 @pytest.fixture
 async def namespace(cp: kube.ApiClient) -> AsyncIterator[str]:
-    name = unique("events")
+    name = testkit.unique("events")
     await cp.create(resources.NAMESPACES, {"metadata": {"name": name}})
     try:
         yield name
@@ -37,7 +33,8 @@ async def namespace(cp: kube.ApiClient) -> AsyncIterator[str]:
 @pytest.fixture
 async def configmap(cp: kube.ApiClient, namespace: str) -> dict[str, Any]:
     obj = await cp.create(resources.CONFIGMAPS, {
-        "metadata": {"name": unique("subject"), "namespace": namespace}, "data": {"a": "1"}})
+        "metadata": {"name": testkit.unique("subject"), "namespace": namespace},
+        "data": {"a": "1"}})
     return {"apiVersion": "v1", "kind": "ConfigMap", **obj}
 
 
@@ -45,7 +42,7 @@ async def configmap(cp: kube.ApiClient, namespace: str) -> dict[str, Any]:
 async def cluster(cp: kube.ApiClient) -> AsyncIterator[dict[str, Any]]:
     obj = await cp.create(resources.CLUSTERS, {
         "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-        "metadata": {"name": unique("member")},
+        "metadata": {"name": testkit.unique("member")},
         "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})
     try:
         yield obj
@@ -228,7 +225,7 @@ async def test_a_failed_write_is_counted_and_the_recorder_goes_on(
     metrics = Metrics()
     recorder = events.EventRecorder(cp, COMPONENT, clocks.Clock(), metrics=metrics.events)
     elsewhere = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "x", "namespace": unique("missing"), "uid": "u4"}}
+                 "metadata": {"name": "x", "namespace": testkit.unique("missing"), "uid": "u4"}}
     async with running(recorder) as task:
         recorder.record(elsewhere, "Normal", "Seen", "into a namespace that does not exist")
         recorder.record(configmap, "Normal", "Seen", "fine")

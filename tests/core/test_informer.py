@@ -9,18 +9,10 @@ from typing import Any
 
 import pytest
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
-
-
-async def _eventually(predicate: object, timeout: float = 10) -> None:
-    assert callable(predicate)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.05)
 
 
 async def test_informer_follows_creates_updates_deletes(cp: kube.ApiClient) -> None:
@@ -40,10 +32,11 @@ async def test_informer_follows_creates_updates_deletes(cp: kube.ApiClient) -> N
             "data": {"k": "1"}})
         await cp.patch(resources.CONFIGMAPS, f"{label}-b", {"data": {"k": "2"}},
                        namespace="default")
-        await _eventually(lambda: cache.store.get(f"default/{label}-b", {})
-                          .get("data", {}).get("k") == "2")
+        await testkit.eventually(lambda: cache.store.get(f"default/{label}-b", {})
+                          .get("data", {}).get("k") == "2", timeout=10, interval=0.05)
         await cp.delete(resources.CONFIGMAPS, f"{label}-a", namespace="default")
-        await _eventually(lambda: f"default/{label}-a" not in cache.store)
+        await testkit.eventually(lambda: f"default/{label}-a" not in cache.store, timeout=10,
+                                 interval=0.05)
         assert events[0] == ("ADDED", f"{label}-a")
         assert ("MODIFIED", f"{label}-b") in events
         assert events[-1] == ("DELETED", f"{label}-a")
@@ -113,7 +106,7 @@ async def test_a_gone_relists_at_once_unless_it_follows_a_gone(
                               clock=_SleepLog(api.calls))
     task = asyncio.create_task(cache.run())
     try:
-        await _eventually(lambda: len(api.calls) >= len(expected))
+        await testkit.eventually(lambda: len(api.calls) >= len(expected), timeout=10, interval=0.05)
         await asyncio.sleep(0.05)
     finally:
         task.cancel()

@@ -10,9 +10,14 @@ from collections.abc import AsyncIterator
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import reconcile, retry, workqueue
 from clusterhealth_core.kube import errors
+
+# Fake time (looptime): the runtime sleeps and times out on the loop's clock (the injected
+# clocks.Clock), so backoffs, deadlines and "no retry may come" waits pass at once, exactly.
+pytestmark = pytest.mark.looptime
 
 FAST = workqueue.RateLimit(backoff=retry.Backoff(initial=0.01, factor=2, maximum=0.05,
                                                  jitter=0, attempts=1_000_000))
@@ -32,13 +37,6 @@ async def running(controller: reconcile.Controller) -> AsyncIterator[None]:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-
-
-async def until(predicate: object, timeout: float = 5.0) -> None:
-    assert callable(predicate)
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.005)
 
 
 def make(name: str, fn: reconcile.Reconcile, **kwargs: object
@@ -65,8 +63,9 @@ async def test_any_exception_is_retried_with_backoff_and_the_worker_survives() -
     controller, registry = make("flaky", flaky)
     async with running(controller):
         controller.enqueue("a")
-        await until(lambda: sample(registry, "clusterhealth_controller_reconcile_total",
-                                   controller="flaky", result="success") == 1)
+        await testkit.eventually(
+            lambda: sample(registry, "clusterhealth_controller_reconcile_total",
+                           controller="flaky", result="success") == 1, timeout=5, interval=0.005)
     assert calls == ["a", "a", "a"]
     assert sample(registry, "clusterhealth_controller_reconcile_total", controller="flaky",
                   result="error") == 2
@@ -84,8 +83,9 @@ async def test_requeue_after_runs_again() -> None:
     controller, registry = make("periodic", periodic)
     async with running(controller):
         controller.enqueue("a")
-        await until(lambda: len(calls) >= 3)
-    assert all(b - a >= 0.05 for a, b in itertools.pairwise(calls))
+        await testkit.eventually(lambda: len(calls) >= 3, timeout=5, interval=0.005)
+    # on fake time the gaps are exactly 0.05 s, up to the float's rounding
+    assert all(round(b - a, 9) >= 0.05 for a, b in itertools.pairwise(calls)), calls
     assert sample(registry, "clusterhealth_controller_reconcile_total", controller="periodic",
                   result="requeue_after") >= 2
 
@@ -104,11 +104,11 @@ async def test_terminal_error_is_reported_and_not_retried() -> None:
     controller, registry = make("terminal", invalid, on_terminal=report)
     async with running(controller):
         controller.enqueue("ns/mci")
-        await until(lambda: reported)
+        await testkit.eventually(lambda: reported, timeout=5, interval=0.005)
         await asyncio.sleep(0.2)  # several backoff periods: no retry may come
         assert calls == ["ns/mci"]
         controller.enqueue("ns/mci")  # the object changed
-        await until(lambda: len(calls) == 2)
+        await testkit.eventually(lambda: len(calls) == 2, timeout=5, interval=0.005)
     assert reported == [("ns/mci", "InvalidSpec")] * 2
     assert sample(registry, "clusterhealth_controller_reconcile_total", controller="terminal",
                   result="terminal") == 2
@@ -128,7 +128,7 @@ async def test_a_failing_report_of_a_terminal_error_is_retried() -> None:
     controller, _ = make("report", invalid, on_terminal=report)
     async with running(controller):
         controller.enqueue("k")
-        await until(lambda: len(attempts) == 3)
+        await testkit.eventually(lambda: len(attempts) == 3, timeout=5, interval=0.005)
 
 
 async def test_one_key_is_never_reconciled_by_two_workers_at_once() -> None:
@@ -150,7 +150,7 @@ async def test_one_key_is_never_reconciled_by_two_workers_at_once() -> None:
         for _ in range(5):
             controller.enqueue("a")
             await asyncio.sleep(0.005)
-        await until(lambda: len(done) >= 2 and not active)
+        await testkit.eventually(lambda: len(done) >= 2 and not active, timeout=5, interval=0.005)
     assert overlaps == []
 
 
@@ -191,8 +191,9 @@ async def test_a_reconcile_past_its_deadline_is_cancelled_counted_and_retried(
     async with running(controller):
         controller.enqueue("slow")
         controller.enqueue("other")
-        await until(lambda: sample(registry, "clusterhealth_controller_reconcile_total",
-                                   controller="deadline", result="success") == 2)
+        await testkit.eventually(
+            lambda: sample(registry, "clusterhealth_controller_reconcile_total",
+                           controller="deadline", result="success") == 2, timeout=5, interval=0.005)
     assert calls == ["slow", "other", "slow"]  # the one worker was freed, the key retried
     assert cancelled == ["slow"]
     assert sample(registry, "clusterhealth_controller_reconcile_total", controller="deadline",

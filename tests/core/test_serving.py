@@ -9,7 +9,7 @@ import logging
 import pathlib
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import prometheus_client
@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 from prometheus_client import metrics_core
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import runner, serving, settings
 from clusterhealth_localenv import pki
@@ -73,12 +74,6 @@ async def get(host: str, port: int, path: str, *, method: str = "GET",
               tls: ssl.SSLContext | None = None) -> Response:
     return await exchange(host, port, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
                           tls=tls)
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 # --- where it listens ---------------------------------------------------------
@@ -261,7 +256,7 @@ async def test_a_new_connection_takes_the_place_of_one_still_waiting_for_its_hea
         port = server.bound_port
         held = [await asyncio.open_connection("127.0.0.1", port, local_addr=SLOW_CLIENT)
                 for _ in range(2)]
-        await eventually(lambda: server.active_connections == 2)
+        await testkit.eventually(lambda: server.active_connections == 2, timeout=10, interval=0.01)
         # another one from the same address is closed at once: it holds as many as any
         async with asyncio.timeout(10):
             reader, writer = await asyncio.open_connection("127.0.0.1", port,
@@ -283,7 +278,7 @@ async def test_a_new_connection_takes_the_place_of_one_still_waiting_for_its_hea
             assert parse(await held[1][0].read())[0] == 200
         for _, writer in held:
             writer.close()
-        await eventually(lambda: server.active_connections == 0)
+        await testkit.eventually(lambda: server.active_connections == 0, timeout=10, interval=0.01)
 
 
 async def test_excess_connections_are_closed_at_once_when_every_one_is_being_answered() -> None:
@@ -296,7 +291,8 @@ async def test_excess_connections_are_closed_at_once_when_every_one_is_being_ans
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
             busy.append((reader, writer))
-        await eventually(lambda: server.active_connections == 2 and not server._heading)
+        await testkit.eventually(lambda: server.active_connections == 2 and not server._heading,
+                                 timeout=10, interval=0.01)
         async with asyncio.timeout(10):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
@@ -306,7 +302,7 @@ async def test_excess_connections_are_closed_at_once_when_every_one_is_being_ans
         assert server.rejected == 1 and server.evicted == 0
         for _, writer in busy:
             writer.transport.abort()
-        await eventually(lambda: server.active_connections == 0)
+        await testkit.eventually(lambda: server.active_connections == 0, timeout=10, interval=0.01)
         assert (await get("127.0.0.1", port, "/healthz"))[0] == 200
 
 
@@ -350,21 +346,22 @@ async def test_slow_clients_cannot_starve_the_probes() -> None:
         dropped: list[float] = []
         slow = [asyncio.create_task(_slowloris(port, stop, dropped)) for _ in range(12)]
         try:
-            await eventually(lambda: server.active_connections == 4)
+            await testkit.eventually(lambda: server.active_connections == 4, timeout=10,
+                                     interval=0.01)
             answered = []
             for _ in range(15):
                 async with asyncio.timeout(2):  # a kubelet probe's patience, generously
                     answered.append((await get("127.0.0.1", port, "/healthz"))[0])
                 await asyncio.sleep(0.1)
             assert answered == [200] * 15
-            await eventually(lambda: len(dropped) >= 12)
+            await testkit.eventually(lambda: len(dropped) >= 12, timeout=10, interval=0.01)
         finally:
             stop.set()
             await asyncio.gather(*slow)
         # every slow connection was closed by the server, long before the request deadline
         assert max(dropped) < limits.request_timeout / 3
         assert server.slow + server.evicted >= 12
-        await eventually(lambda: server.active_connections == 0)
+        await testkit.eventually(lambda: server.active_connections == 0, timeout=10, interval=0.01)
 
 
 async def test_a_lone_slow_client_is_dropped_after_the_header_timeout() -> None:
@@ -374,7 +371,7 @@ async def test_a_lone_slow_client_is_dropped_after_the_header_timeout() -> None:
         dropped: list[float] = []
         task = asyncio.create_task(_slowloris(server.bound_port, stop, dropped))
         try:
-            await eventually(lambda: bool(dropped))
+            await testkit.eventually(lambda: bool(dropped), timeout=10, interval=0.01)
         finally:
             stop.set()
             await task
@@ -390,7 +387,7 @@ async def test_a_silent_client_is_disconnected_and_frees_its_slot() -> None:
             writer.write(b"GET /healthz HTTP/1.1\r\n")  # and never the end of the headers
             assert await reader.read() == b""
             writer.close()
-        await eventually(lambda: server.active_connections == 0)
+        await testkit.eventually(lambda: server.active_connections == 0, timeout=10, interval=0.01)
         assert (await get("127.0.0.1", server.bound_port, "/healthz"))[0] == 200
 
 
@@ -444,7 +441,7 @@ async def test_tls_serves_both_families(tmp_path: pathlib.Path) -> None:
             with contextlib.suppress(ConnectionResetError):
                 assert b"200 OK" not in await reader.read()
             writer.close()
-        await eventually(lambda: server.active_connections == 0)
+        await testkit.eventually(lambda: server.active_connections == 0, timeout=10, interval=0.01)
         assert (await served_certificate(server.bound_port, ca)).serial_number == serial(first)
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from clusterhealth_core import retry, workqueue
+
+# Fake time (looptime): the queue's delays are on the loop's clock, so the waits for them
+# (and for "nothing happens") pass at once, exactly.
+pytestmark = pytest.mark.looptime
 
 
 async def test_a_waiting_key_is_queued_once() -> None:

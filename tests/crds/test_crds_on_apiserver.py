@@ -6,11 +6,11 @@ listing (the API's Table output) shows the printer columns.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 
+import testkit
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -19,10 +19,6 @@ from clusterhealth_core.kube import errors, resources
 def _remedy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
             "metadata": {"name": name}, "spec": spec}
-
-
-def _unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 @pytest.mark.parametrize(
@@ -40,7 +36,7 @@ def _unique(prefix: str) -> str:
 )
 async def test_malformed_remedy_rejected(cp: kube.ApiClient, match: dict[str, str],
                                          message: str) -> None:
-    body = _remedy(_unique("bad"), {"decisionMatches": [{"clusterConditionMatch": match}],
+    body = _remedy(testkit.unique("bad"), {"decisionMatches": [{"clusterConditionMatch": match}],
                                     "actions": ["TrafficControl"]})
     with pytest.raises(errors.Invalid, match=message):
         await cp.create(resources.REMEDIES, body)
@@ -48,11 +44,11 @@ async def test_malformed_remedy_rejected(cp: kube.ApiClient, match: dict[str, st
 
 async def test_unknown_action_rejected(cp: kube.ApiClient) -> None:
     with pytest.raises(errors.Invalid, match="actions"):
-        await cp.create(resources.REMEDIES, _remedy(_unique("bad"), {"actions": ["Reboot"]}))
+        await cp.create(resources.REMEDIES, _remedy(testkit.unique("bad"), {"actions": ["Reboot"]}))
 
 
 async def test_duplicate_cluster_names_rejected(cp: kube.ApiClient) -> None:
-    body = _remedy(_unique("dup"), {"clusterAffinity": {"clusterNames": ["m1", "m1"]},
+    body = _remedy(testkit.unique("dup"), {"clusterAffinity": {"clusterNames": ["m1", "m1"]},
                                     "actions": ["TrafficControl"]})
     with pytest.raises(errors.Invalid, match="Duplicate value"):
         await cp.create(resources.REMEDIES, body)
@@ -60,7 +56,7 @@ async def test_duplicate_cluster_names_rejected(cp: kube.ApiClient) -> None:
 
 async def test_seed_example_remedies_accepted(cp: kube.ApiClient) -> None:
     # Seed 002, first example: act when DNS resolution fails on member1/member2.
-    foo = _remedy(_unique("foo"), {
+    foo = _remedy(testkit.unique("foo"), {
         "decisionMatches": [{"clusterConditionMatch": {
             "conditionType": "ServiceDomainNameResolutionReady", "operator": "Equal",
             "conditionStatus": "False"}}],
@@ -69,7 +65,7 @@ async def test_seed_example_remedies_accepted(cp: kube.ApiClient) -> None:
     })
     # Seed 002, second example (an immediate Remedy for planned maintenance).  The seed
     # spells its apiVersion "rededition.karmada.io/v1alpha1", a typo for remedy.karmada.io.
-    immediate = _remedy(_unique("foo"), {
+    immediate = _remedy(testkit.unique("foo"), {
         "clusterAffinity": {"clusterNames": ["member1"]},
         "actions": ["TrafficControl"],
     })
@@ -82,10 +78,10 @@ async def test_seed_example_remedies_accepted(cp: kube.ApiClient) -> None:
 async def test_cluster_requires_sync_mode_and_valid_taints(cp: kube.ApiClient) -> None:
     base = {"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster"}
     with pytest.raises(errors.Invalid, match="syncMode"):
-        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
+        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": testkit.unique("c")},
                                              "spec": {"apiEndpoint": "https://127.0.0.1:1"}})
     with pytest.raises(errors.Invalid, match="effect"):
-        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": _unique("c")},
+        await cp.create(resources.CLUSTERS, {**base, "metadata": {"name": testkit.unique("c")},
                                              "spec": {"syncMode": "Push", "taints": [
                                                  {"key": "k", "effect": "Sometimes"}]}})
 
@@ -102,7 +98,7 @@ async def test_conditions_status_enum_enforced(cp: kube.ApiClient) -> None:
 
 async def test_mci_rejects_bad_path_type(cp: kube.ApiClient) -> None:
     body = {"apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
-            "metadata": {"name": _unique("mci"), "namespace": "default"},
+            "metadata": {"name": testkit.unique("mci"), "namespace": "default"},
             "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Glob", "backend": {
                 "service": {"name": "web", "port": {"number": 80}}}}]}}]}}
     with pytest.raises(errors.Invalid, match="pathType"):
@@ -116,7 +112,7 @@ async def test_mci_rejects_bad_path_type(cp: kube.ApiClient) -> None:
 
 async def test_table_listing_shows_printer_columns(cp: kube.ApiClient) -> None:
     # A Cluster of its own: the members' conditions belong to the agents under test.
-    name = _unique("table")
+    name = testkit.unique("table")
     await cp.create(resources.CLUSTERS, {
         "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
         "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})

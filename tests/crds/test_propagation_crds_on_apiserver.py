@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import pathlib
-import uuid
 from typing import Any
 
 import pytest
 import yaml
 
+import testkit
 from clusterhealth_core import status
 from clusterhealth_core.api import groups
 from clusterhealth_core.kube import client as kube
@@ -37,10 +37,6 @@ def _examples() -> list[tuple[str, dict[str, Any]]]:
     for path in sorted(EXAMPLES.glob("*.yaml")):
         found += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
     return found
-
-
-def _unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def _where(body: dict[str, Any]) -> tuple[resources.Resource, str, str | None]:
@@ -121,7 +117,8 @@ async def test_karmada_examples_are_stored_alike_by_ours_and_karmada_s(
 async def test_the_seed_policy_gets_karmada_s_defaults(cp: kube.ApiClient) -> None:
     (body,) = [doc for name, doc in _examples()
                if name == "seed000_propagationpolicy_divided_weighted.yaml"]
-    body = {**body, "metadata": {"name": _unique("nginx-propagation"), "namespace": "default"}}
+    body = {**body, "metadata": {"name": testkit.unique("nginx-propagation"),
+                                 "namespace": "default"}}
     created = await _create_strict(cp, body)
     try:
         spec = created["spec"]
@@ -143,7 +140,7 @@ async def test_the_seed_policy_gets_karmada_s_defaults(cp: kube.ApiClient) -> No
 def _policy(placement: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return {"apiVersion": groups.PROPAGATION_POLICY_API_VERSION,
             "kind": groups.PROPAGATION_POLICY_KIND,
-            "metadata": {"name": _unique("bad"), "namespace": "default"},
+            "metadata": {"name": testkit.unique("bad"), "namespace": "default"},
             "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                             "name": "nginx"}],
                      "placement": placement, **spec}}
@@ -194,7 +191,7 @@ async def test_short_names_as_in_karmada(cp: kube.ApiClient) -> None:
 
 async def test_binding_status_has_one_entry_per_writer(cp: kube.ApiClient) -> None:
     """Conditions and aggregatedStatus are list-maps: writers keep each other's entries."""
-    name = _unique("nginx-deployment")
+    name = testkit.unique("nginx-deployment")
     (seed,) = [doc for file, doc in _examples() if file == "seed000_resourcebinding.yaml"]
     await _create_strict(cp, {**seed, "metadata": {"name": name, "namespace": "default"}})
     try:
@@ -233,7 +230,7 @@ async def test_work_keeps_its_manifests_whole(cp: kube.ApiClient) -> None:
     (seed,) = [doc for file, doc in _examples() if file == "seed000_work.yaml"]
     namespace = groups.EXECUTION_NAMESPACE_PREFIX + "member1"
     await _ensure_namespace(cp, namespace)
-    body = {**seed, "metadata": {**seed["metadata"], "name": _unique("nginx"),
+    body = {**seed, "metadata": {**seed["metadata"], "name": testkit.unique("nginx"),
                                  "finalizers": []}}
     created = await _create_strict(cp, body)
     try:

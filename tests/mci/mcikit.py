@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import prometheus_client
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner, status
 from clusterhealth_core.kube import client as kube
@@ -19,10 +19,6 @@ from clusterhealth_core.kube import resources
 from clusterhealth_localenv import waiting
 from clusterhealth_mci import controller, metrics
 from clusterhealth_mci.providers import base
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 async def make_service(member: kube.ApiClient, name: str, endpoints: Sequence[tuple[str, int]],
@@ -149,7 +145,7 @@ async def events_of(cp: kube.ApiClient, name: str, namespace: str = "default",
 
 async def make_namespace(*apis: kube.ApiClient, prefix: str = "mci") -> str:
     """A fresh namespace, created in every API server given."""
-    name = unique(prefix)
+    name = testkit.unique(prefix)
     for api in apis:
         await api.create(resources.NAMESPACES, {"metadata": {"name": name}})
     return name

@@ -17,6 +17,7 @@ import mcikit as k
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -39,7 +40,7 @@ async def test_locations_block_fail_open_and_delete(
     running: Running, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     ctrl, provider, registry = running
-    service, name = k.unique("svc"), k.unique("mci")
+    service, name = testkit.unique("svc"), testkit.unique("mci")
     await k.make_service(members["member1"], service, [("10.1.0.5", 8080)])
     await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, "a.example"))
     key = f"default/{name}"
@@ -115,7 +116,7 @@ async def _no_blocked(cp: kube.ApiClient, name: str) -> bool:
 
 async def test_other_ingress_class_is_ignored(running: Running, cp: kube.ApiClient) -> None:
     _, provider, _ = running
-    name = k.unique("foreign")
+    name = testkit.unique("foreign")
     await cp.create(resources.MULTI_CLUSTER_INGRESSES,
                     k.mci_body(name, "svc", "b.example", ingress_class="someone-else"))
     try:
@@ -132,7 +133,7 @@ async def test_cluster_weights_annotation(
     running: Running, cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     _, provider, _ = running
-    service, name = k.unique("svc"), k.unique("weighted")
+    service, name = testkit.unique("svc"), testkit.unique("weighted")
     await k.make_service(members["member1"], service, [("10.1.0.9", 8080)])
     body = k.mci_body(name, service, "w.example")
     body["metadata"]["annotations"] = {"clusterhealth.io/cluster-weights": "member1=200"}
@@ -162,7 +163,7 @@ async def test_resource_binding_is_the_source_when_present(
     cp: kube.ApiClient, members: dict[str, kube.ApiClient],
 ) -> None:
     # Our control plane serves ResourceBindings (the chart's CRD), as Karmada does.
-    service, name = k.unique("bound"), k.unique("bound")
+    service, name = testkit.unique("bound"), testkit.unique("bound")
     await k.make_service(members["member1"], service, [("10.1.0.7", 8080)])
     provider = fake.FakeProvider(immediate_drain=True)
     try:
@@ -209,7 +210,7 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
     member = env.servers["member1"]
     reader = await cp.get(resources.SECRETS, "member1", namespace=namespace)
     reader_token = base64.b64decode(reader["data"]["token"]).decode()
-    cluster, service, name = k.unique("rotated"), k.unique("rot"), k.unique("rot")
+    cluster, service, name = testkit.unique("rotated"), testkit.unique("rot"), testkit.unique("rot")
 
     def secret(token: str) -> dict[str, Any]:
         return {"caBundle": base64.b64encode(env.ca.cert_pem).decode(),

@@ -17,6 +17,7 @@ from typing import Any
 
 import mcikit as k
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -38,7 +39,7 @@ async def _cluster_like_member1(env: environment.LocalEnvironment, cp: kube.ApiC
 async def test_no_credentials_of_its_own_no_watch_and_an_event_saying_which_secret(
         env: environment.LocalEnvironment, cp: kube.ApiClient,
         members: dict[str, kube.ApiClient]) -> None:
-    cluster, service, name = k.unique("ro"), k.unique("ro"), k.unique("ro")
+    cluster, service, name = testkit.unique("ro"), testkit.unique("ro"), testkit.unique("ro")
     namespace = environment.MCI_CREDENTIALS_NAMESPACE
     await _cluster_like_member1(env, cp, cluster)
     await k.make_service(members["member1"], service, [("10.1.0.50", 8080)])
@@ -88,7 +89,7 @@ async def test_no_credentials_of_its_own_no_watch_and_an_event_saying_which_secr
 async def test_cluster_mode_reads_with_the_clusters_own_credentials(
         env: environment.LocalEnvironment, cp: kube.ApiClient,
         members: dict[str, kube.ApiClient]) -> None:
-    cluster, service, name = k.unique("own"), k.unique("own"), k.unique("own")
+    cluster, service, name = testkit.unique("own"), testkit.unique("own"), testkit.unique("own")
     await _cluster_like_member1(env, cp, cluster)
     await k.make_service(members["member1"], service, [("10.1.0.51", 8080)])
     settings = controller.ControllerSettings(resync_period=5, member_credentials="cluster")

@@ -16,6 +16,7 @@ from typing import Any
 import mcikit as k
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_mci import controller
@@ -76,7 +77,7 @@ async def test_invalid_path(running: tuple[k.Running, fake.FakeProvider], cp: ku
                             members: dict[str, kube.ApiClient]) -> None:
     run, provider = running
     ns = await k.make_namespace(cp, *members.values())
-    service, name = k.unique("svc"), k.unique("regex")
+    service, name = testkit.unique("svc"), testkit.unique("regex")
     await k.make_service(members["member1"], service, [("10.1.0.5", 8080)], namespace=ns)
     await cp.create(MCI, k.path_body(name, [
         k.http_path(service, "/api/(v1|v2)/.*", "ImplementationSpecific")], "bad.example", ns))
@@ -106,7 +107,7 @@ async def test_route_conflict_the_older_mci_keeps_the_route(
         members: dict[str, kube.ApiClient]) -> None:
     run, provider = running
     ns = await k.make_namespace(cp, *members.values())
-    service, suffix = k.unique("svc"), k.unique("x")
+    service, suffix = testkit.unique("svc"), testkit.unique("x")
     older, younger = f"a-{suffix}", f"b-{suffix}"  # same second: the name decides
     host = "shared.example"
     await k.make_service(members["member1"], service, [("10.1.0.6", 8080)], namespace=ns)
@@ -143,7 +144,7 @@ async def test_port_not_found(running: tuple[k.Running, fake.FakeProvider], cp: 
                               members: dict[str, kube.ApiClient]) -> None:
     run, provider = running
     ns = await k.make_namespace(cp, *members.values())
-    service, name = k.unique("svc"), k.unique("port")
+    service, name = testkit.unique("svc"), testkit.unique("port")
     await k.make_service(members["member1"], service, [("10.1.0.7", 8080)], namespace=ns)
     await cp.create(MCI, k.path_body(name, [k.http_path(service, "/", port="web")],
                                      "port.example", ns))
@@ -181,7 +182,7 @@ async def test_transient_errors_keep_the_backoff(
         members: dict[str, kube.ApiClient]) -> None:
     run, provider = running
     ns = await k.make_namespace(cp, *members.values())
-    service, name = k.unique("svc"), k.unique("flaky")
+    service, name = testkit.unique("svc"), testkit.unique("flaky")
     await k.make_service(members["member1"], service, [("10.1.0.8", 8080)], namespace=ns)
     errors_before = run.sample(RECONCILES, {"controller": "mci", "result": "error"}) or 0.0
     provider.fail_next(base.ProviderError("HAProxy runtime socket: connection refused"), 3)
@@ -199,7 +200,7 @@ async def test_transient_errors_keep_the_backoff(
 async def test_gauges_are_cleared_when_the_term_ends(
         cp: kube.ApiClient, members: dict[str, kube.ApiClient]) -> None:
     ns = await k.make_namespace(cp, *members.values())
-    service, name = k.unique("svc"), k.unique("gauge")
+    service, name = testkit.unique("svc"), testkit.unique("gauge")
     await k.make_service(members["member1"], service, [("10.1.0.9", 8080)], namespace=ns)
     provider = fake.FakeProvider(immediate_drain=True)
     key = f"{ns}/{name}"
@@ -223,7 +224,7 @@ async def test_service_in_no_member(running: tuple[k.Running, fake.FakeProvider]
     """Not "Programmed, 0 cluster(s) active" and 503s: the MCI names the missing Service."""
     _, provider = running
     ns = await k.make_namespace(cp, *members.values())
-    service, name = k.unique("svc"), k.unique("nowhere")
+    service, name = testkit.unique("svc"), testkit.unique("nowhere")
     await cp.create(MCI, k.path_body(name, [k.http_path(service, "/")], "nowhere.example", ns))
     found = await k.eventually(lambda: _reason(cp, name, ns, controller.SERVICE_NOT_FOUND))
     assert found["status"] == "False"

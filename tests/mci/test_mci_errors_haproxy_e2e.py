@@ -26,6 +26,7 @@ import mcikit as k
 import pytest
 from prometheus_client import parser as prometheus_parser
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, haproxy, httpload, netns, processes
@@ -168,7 +169,7 @@ async def _delete(cp: kube.ApiClient, stack: Stack, *names: str) -> None:
 
 async def test_port_not_found_instead_of_ready_with_503(
         stack: Stack, cp: kube.ApiClient, members: dict[str, kube.ApiClient]) -> None:
-    service, name, host = k.unique("svc"), k.unique("port"), "port.example"
+    service, name, host = testkit.unique("svc"), testkit.unique("port"), "port.example"
     await _service(members, stack, service, (8080,))
     await cp.create(MCI, k.path_body(name, [k.http_path(service, "/", port="web")], host,
                                      stack.namespace))
@@ -189,7 +190,7 @@ async def test_port_not_found_instead_of_ready_with_503(
 
 async def test_invalid_paths(stack: Stack, cp: kube.ApiClient,
                              members: dict[str, kube.ApiClient]) -> None:
-    service, glob, spaced = k.unique("svc"), k.unique("glob"), k.unique("space")
+    service, glob, spaced = testkit.unique("svc"), testkit.unique("glob"), testkit.unique("space")
     await _service(members, stack, service, (8080,))
     await cp.create(MCI, k.path_body(glob, [
         k.http_path(service, "/static/*", "ImplementationSpecific")], "glob.example",
@@ -207,10 +208,10 @@ async def test_invalid_paths(stack: Stack, cp: kube.ApiClient,
 
 async def test_route_conflict_names_the_holder(
         stack: Stack, cp: kube.ApiClient, members: dict[str, kube.ApiClient]) -> None:
-    first, second = k.unique("one"), k.unique("two")
+    first, second = testkit.unique("one"), testkit.unique("two")
     await _service(members, stack, first, (8080,))
     await _service(members, stack, second, (8081,))
-    suffix = k.unique("x")
+    suffix = testkit.unique("x")
     older, younger, host = f"a-{suffix}", f"b-{suffix}", "contested.example"
     await cp.create(MCI, k.path_body(older, [k.http_path(first, "/")], host, stack.namespace))
     await k.eventually(lambda: _reason(cp, older, stack.namespace, "Programmed"))
@@ -232,7 +233,7 @@ async def test_route_conflict_names_the_holder(
 
 async def test_capacity_exceeded_names_the_flag(
         stack: Stack, cp: kube.ApiClient, members: dict[str, kube.ApiClient]) -> None:
-    service, name, host = k.unique("svc"), k.unique("big"), "big.example"
+    service, name, host = testkit.unique("svc"), testkit.unique("big"), "big.example"
     # One more endpoint than a slot holds (the third address need not answer: it is refused
     # before HAProxy is touched).
     await k.make_service(members["member1"], service,

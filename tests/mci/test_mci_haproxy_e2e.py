@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 import mcikit as k
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import conditions, environment, haproxy, httpload, netns, processes
@@ -96,7 +97,8 @@ async def stack(plane: environment.LocalEnvironment, cp: kube.ApiClient,
     for host in hosts.values():
         for port in BACKEND_PORTS:
             await k.eventually(lambda h=host, p=port: k.listening(h.address, p), timeout=10)
-    service, mci_name, remedy = k.unique("shop"), k.unique("shop"), k.unique("dns")
+    service, mci_name = testkit.unique("shop"), testkit.unique("shop")
+    remedy = testkit.unique("dns")
     for cluster, host in hosts.items():
         await k.make_service(members[cluster], service,
                              [(host.address, port) for port in BACKEND_PORTS])

@@ -20,6 +20,7 @@ from typing import Any
 import mcikit as k
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, processes, proxy
@@ -49,7 +50,8 @@ async def test_member_behind_a_connect_proxy(
         controller_process: processes.ManagedProcess) -> None:
     member = env.servers["member2"]
     target = f"{member.host}:{member.port}"
-    cluster, service, name = k.unique("via-proxy"), k.unique("behind"), k.unique("proxied")
+    cluster, service = testkit.unique("via-proxy"), testkit.unique("behind")
+    name = testkit.unique("proxied")
     reader = await cp.get(resources.SECRETS, "member2", namespace=NAMESPACE)
     await cp.create(resources.SECRETS, {
         "metadata": {"name": cluster, "namespace": NAMESPACE}, "type": "Opaque",

@@ -31,6 +31,7 @@ import mcikit
 import pytest
 import yaml
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, resources
 from clusterhealth_localenv import binaries, environment, processes, waiting
@@ -108,7 +109,7 @@ async def test_the_provider_works_with_the_charts_identities_and_the_reader_cann
                    f"memberCredentials.namespace={credentials}")
     member_rbac = _render("target=member")
     members = {name: env.client(name) for name in env.members}
-    service, mci = mcikit.unique("ro"), mcikit.unique("ro")
+    service, mci = testkit.unique("ro"), testkit.unique("ro")
     async with env.client() as cp:
         await _ensure_namespace(cp, NAMESPACE)
         await _ensure_namespace(cp, credentials)
@@ -176,7 +177,7 @@ async def test_the_provider_works_with_the_charts_identities_and_the_reader_cann
                 await api.get(resources.SERVICES, service, namespace="default")
                 with pytest.raises(errors.Forbidden):
                     await api.create(resources.SERVICES, {
-                        "metadata": {"name": mcikit.unique("no"), "namespace": "default"},
+                        "metadata": {"name": testkit.unique("no"), "namespace": "default"},
                         "spec": {"ports": [{"port": 80}]}})
                 with pytest.raises(errors.Forbidden):
                     await api.patch(resources.SERVICES, service, {"metadata": {

@@ -23,6 +23,7 @@ import mcikit as k
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
@@ -63,7 +64,7 @@ class Replica:
 
 @pytest.fixture
 async def replicas(cp: kube.ApiClient, tmp_path: pathlib.Path) -> AsyncIterator[list[Replica]]:
-    lease = k.unique("mci-standby")
+    lease = testkit.unique("mci-standby")
     made: list[Replica] = []
     for index in range(2):
         layout = haproxy_config.HAProxyLayout(
@@ -107,7 +108,7 @@ async def replicas(cp: kube.ApiClient, tmp_path: pathlib.Path) -> AsyncIterator[
 @contextlib.asynccontextmanager
 async def served_mci(cp: kube.ApiClient, members: dict[str, kube.ApiClient]
                      ) -> AsyncIterator[str]:
-    service, name = k.unique("web"), k.unique("web")
+    service, name = testkit.unique("web"), testkit.unique("web")
     for cluster, address in ADDRESSES.items():
         await k.make_service(members[cluster], service, [(address, 8080)])
     await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, HOST))

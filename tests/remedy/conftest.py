@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 import remedykit
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -17,7 +18,7 @@ from clusterhealth_localenv import environment
 def controllers(plane: environment.LocalEnvironment, python_env: dict[str, str],
                 tmp_path: pathlib.Path) -> Iterator[Callable[..., remedykit.Controller]]:
     started: list[remedykit.Controller] = []
-    lease = remedykit.unique("remedy")
+    lease = testkit.unique("remedy")
 
     def start(*extra: str) -> remedykit.Controller:
         log = tmp_path / f"remedy-{len(started)}.log"

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,17 +22,6 @@ DNS = "ServiceDomainNameResolutionReady"
 WRITER = "test-condition-writer"
 FAST_ELECTION = ["--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
                  "--leader-elect-retry-period", "0.5s"]
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-async def make_cluster(cp: kube.ApiClient, name: str) -> None:
-    await cp.create(resources.CLUSTERS, {
-        "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})
 
 
 async def set_condition(cp: kube.ApiClient, cluster: str, value: str, ctype: str = DNS,

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import remedykit as k
 
+import testkit
 from clusterhealth_core import status
 from clusterhealth_core.api import cluster, meta
 from clusterhealth_core.kube import client as kube
@@ -44,10 +45,10 @@ async def _condition(cp: kube.ApiClient, remedy: str, ctype: str) -> dict[str, A
 
 async def test_remedy_naming_1024_missing_clusters_gets_a_bounded_status(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
-    prefix = k.unique("gone")  # 11 characters; names of 35
+    prefix = testkit.unique("gone")  # 11 characters; names of 35
     # as many as the CRD takes (cluster.MAX_CLUSTER_NAMES): still far over a message's size
     names = [f"{prefix}-missing-member-{i:08d}" for i in range(cluster.MAX_CLUSTER_NAMES)]
-    remedy = k.unique("many")
+    remedy = testkit.unique("many")
     await k.make_remedy(cp, remedy, names)
     cleanup["remedies"].append(remedy)
     ctrl = controllers()
@@ -73,7 +74,7 @@ async def test_remedy_naming_1024_missing_clusters_gets_a_bounded_status(
 @pytest.fixture
 async def refusing_policy(cp: kube.ApiClient) -> AsyncIterator[str]:
     """A ValidatingAdmissionPolicy refusing status writes to objects named ``<prefix>*``."""
-    prefix = k.unique("refused")
+    prefix = testkit.unique("refused")
     policy = {
         "apiVersion": f"{ADMISSION}/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": prefix},
@@ -103,7 +104,7 @@ async def test_a_rejected_status_write_is_reported_once_not_retried(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]],
         refusing_policy: str) -> None:
     cluster, remedy = f"{refusing_policy}-c", f"{refusing_policy}-r"
-    await k.make_cluster(cp, cluster)
+    await testkit.make_cluster(cp, cluster)
     cleanup["clusters"].append(cluster)
     await k.make_remedy(cp, remedy, [cluster], match=None)  # TrafficControl at once
     cleanup["remedies"].append(remedy)

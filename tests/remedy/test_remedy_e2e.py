@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import remedykit as k
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -25,9 +26,9 @@ Start = Callable[..., k.Controller]
 
 
 async def _clusters(cp: kube.ApiClient, cleanup: dict[str, list[str]], n: int) -> list[str]:
-    names = [k.unique(f"rc{i}") for i in range(n)]
+    names = [testkit.unique(f"rc{i}") for i in range(n)]
     for name in names:
-        await k.make_cluster(cp, name)
+        await testkit.make_cluster(cp, name)
         await k.set_condition(cp, name, "True")
         cleanup["clusters"].append(name)
     return names
@@ -42,7 +43,7 @@ async def test_condition_driven_remedy(controllers: Start, plane: environment.Lo
                                        cp: kube.ApiClient,
                                        cleanup: dict[str, list[str]]) -> None:
     a, b = await _clusters(cp, cleanup, 2)
-    remedy = k.unique("dns")
+    remedy = testkit.unique("dns")
     await k.make_remedy(cp, remedy, [a, b])
     cleanup["remedies"].append(remedy)
     ctrl = controllers()
@@ -124,7 +125,7 @@ async def test_immediate_remedy_and_affinity_moves(controllers: Start, cp: kube.
                                                    cleanup: dict[str, list[str]]) -> None:
     a, b = await _clusters(cp, cleanup, 2)
     controllers()
-    upgrade = k.unique("maintenance")
+    upgrade = testkit.unique("maintenance")
     await k.make_remedy(cp, upgrade, [a], match=None)
     cleanup["remedies"].append(upgrade)
     await k.eventually(lambda: _has(cp, a, TC))
@@ -162,7 +163,7 @@ async def test_empty_decision_matches_never_act_and_say_so(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
     (a,) = await _clusters(cp, cleanup, 1)
     await k.set_condition(cp, a, "False")
-    never = k.unique("never")
+    never = testkit.unique("never")
     await cp.create(resources.REMEDIES, {  # accepted by the API server, as in Karmada
         "apiVersion": resources.REMEDIES.api_version, "kind": "Remedy",
         "metadata": {"name": never},
@@ -194,7 +195,7 @@ async def _condition(cp: kube.ApiClient, remedy: str, ctype: str,
 async def test_unknown_cluster_reported_on_remedy(controllers: Start, cp: kube.ApiClient,
                                                   cleanup: dict[str, list[str]]) -> None:
     (a,) = await _clusters(cp, cleanup, 1)
-    remedy = k.unique("typo")
+    remedy = testkit.unique("typo")
     await k.make_remedy(cp, remedy, [a, "no-such-cluster"])
     cleanup["remedies"].append(remedy)
     controllers()
@@ -211,7 +212,7 @@ async def test_unknown_cluster_reported_on_remedy(controllers: Start, cp: kube.A
 async def test_concurrent_writer_loses_nothing(controllers: Start, cp: kube.ApiClient,
                                                cleanup: dict[str, list[str]]) -> None:
     (a,) = await _clusters(cp, cleanup, 1)
-    remedy = k.unique("busy")
+    remedy = testkit.unique("busy")
     await k.make_remedy(cp, remedy, [a])
     cleanup["remedies"].append(remedy)
     controllers()
@@ -236,7 +237,7 @@ async def test_concurrent_writer_loses_nothing(controllers: Start, cp: kube.ApiC
 async def test_leader_killed_mid_stream_other_converges(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
     clusters = await _clusters(cp, cleanup, 3)
-    remedy = k.unique("failover")
+    remedy = testkit.unique("failover")
     await k.make_remedy(cp, remedy, clusters)
     cleanup["remedies"].append(remedy)
     first, second = controllers(), controllers()

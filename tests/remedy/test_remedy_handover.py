@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import remedykit as k
 
+import testkit
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -29,8 +30,8 @@ Start = Callable[..., k.Controller]
 
 
 async def _cluster(cp: kube.ApiClient, cleanup: dict[str, list[str]], dns: str = "True") -> str:
-    name = k.unique("hand")
-    await k.make_cluster(cp, name)
+    name = testkit.unique("hand")
+    await testkit.make_cluster(cp, name)
     cleanup["clusters"].append(name)
     await k.set_condition(cp, name, dns, manager="agent-like")
     return name
@@ -92,7 +93,7 @@ async def test_matching_remedy_converges_and_a_later_clear_works(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
     cluster = await _cluster(cp, cleanup, dns="False")
     await _foreign_write(cp, cluster, "apply")
-    remedy = k.unique("hand")
+    remedy = testkit.unique("hand")
     await k.make_remedy(cp, remedy, [cluster])
     cleanup["remedies"].append(remedy)
     controllers()
@@ -133,13 +134,13 @@ async def test_a_stale_take_over_is_refused_not_applied(
 
 async def test_cluster_created_after_start_is_handled_at_once(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
-    name = k.unique("late")
-    remedy = k.unique("late")
+    name = testkit.unique("late")
+    remedy = testkit.unique("late")
     await k.make_remedy(cp, remedy, [name], match=None)  # names a cluster not there yet
     cleanup["remedies"].append(remedy)
     ctrl = controllers()
     await k.eventually(lambda: asyncio.to_thread(ctrl.is_leader))
-    await k.make_cluster(cp, name)
+    await testkit.make_cluster(cp, name)
     cleanup["clusters"].append(name)
     await k.eventually(lambda: _is(cp, name, TC))
 
@@ -147,7 +148,7 @@ async def test_cluster_created_after_start_is_handled_at_once(
 async def test_remedy_deleted_while_the_controller_was_down(
         controllers: Start, cp: kube.ApiClient, cleanup: dict[str, list[str]]) -> None:
     cluster = await _cluster(cp, cleanup, dns="False")
-    remedy = k.unique("down")
+    remedy = testkit.unique("down")
     await k.make_remedy(cp, remedy, [cluster])
     cleanup["remedies"].append(remedy)
     first = controllers()
@@ -171,8 +172,8 @@ async def test_a_new_term_keeps_since_and_never_drops_active_clusters(
     the active cluster (and its ``since``) until the pass reaches it.
     """
     cluster = await _cluster(cp, cleanup, dns="False")
-    early = [f"a0-{k.unique('early')}-{i:02d}" for i in range(20)]
-    remedy = k.unique("since")
+    early = [f"a0-{testkit.unique('early')}-{i:02d}" for i in range(20)]
+    remedy = testkit.unique("since")
     await k.make_remedy(cp, remedy, [cluster, *early])
     cleanup["remedies"].append(remedy)
     first = controllers()
@@ -185,7 +186,7 @@ async def test_a_new_term_keeps_since_and_never_drops_active_clusters(
     first.stop()
     version = (await cp.get(resources.REMEDIES, remedy))["metadata"]["resourceVersion"]
     for name in early:
-        await k.make_cluster(cp, name)
+        await testkit.make_cluster(cp, name)
         cleanup["clusters"].append(name)
         await k.set_condition(cp, name, "False", manager="agent-like")
     await asyncio.sleep(1)  # a later second: a status rewritten now would say so
@@ -222,7 +223,7 @@ async def test_handover_from_karmada_s_own_remedy_controller(
     log = plane.karmada.controller_manager.log_path
     logged_before = log.stat().st_size
     cluster = await _cluster(cp, cleanup, dns="False")
-    remedy = k.unique("karmada")
+    remedy = testkit.unique("karmada")
     try:
         await _run_karmada(plane, "remedy")
         await k.make_remedy(cp, remedy, [cluster])  # condition-driven: DNS is False

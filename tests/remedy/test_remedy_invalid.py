@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import remedykit as k
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -58,11 +59,11 @@ async def _effective(cp: kube.ApiClient, remedy: str) -> dict[str, Any] | None:
 async def test_lowercase_status_is_refused_by_the_controller(
         controllers: Start, plane: environment.LocalEnvironment, cp: kube.ApiClient,
         cleanup: dict[str, list[str]]) -> None:
-    cluster = k.unique("inv")
-    await k.make_cluster(cp, cluster)
+    cluster = testkit.unique("inv")
+    await testkit.make_cluster(cp, cluster)
     cleanup["clusters"].append(cluster)
     await k.set_condition(cp, cluster, "True")
-    name = k.unique("lowercase")
+    name = testkit.unique("lowercase")
     if plane.is_karmada:
         await k.make_remedy(cp, name, [cluster], (k.DNS, "NotEqual", "false"))
     else:

@@ -10,6 +10,7 @@ import pytest
 import remedykit
 import yaml
 
+import testkit
 from clusterhealth_core import serving, settings
 from clusterhealth_localenv import environment, pki
 from clusterhealth_remedy import __main__ as remedy_main
@@ -74,7 +75,7 @@ async def test_the_controller_serves_https_with_the_tls_flags(
     ca = pki.CertificateAuthority()
     cert, key = ca.serving("remedy", ["127.0.0.1"], ["localhost"]).write(tmp_path, "tls")
     ctrl = remedykit.start_controller(
-        env, python_env, remedykit.unique("tls"), tmp_path / "remedy.log",
+        env, python_env, testkit.unique("tls"), tmp_path / "remedy.log",
         ["--tls-cert-file", str(cert), "--tls-private-key-file", str(key)])
     context = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:

@@ -21,6 +21,7 @@ import prometheus_client
 import pytest
 from aiohttp import web
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.clusterstatus import controller, decision
 from clusterhealth_core.kube import client as kube
@@ -285,7 +286,7 @@ async def test_not_ok_answers_are_not_ready_and_readyz_404_falls_back_to_healthz
     """
     member = FakeMember()
     await member.start()
-    name = cpkit.unique("fake")
+    name = testkit.unique("fake")
     try:
         async with fake_cluster(cs_cp, name, member.url), \
                 cpkit.running_manager(cs_cp, NAMES, failover=failover()):
@@ -313,7 +314,7 @@ async def test_not_ok_answers_are_not_ready_and_readyz_404_falls_back_to_healthz
 
 async def test_unknown_after_the_grace_period_without_any_probe_result(
         cs_cp: kube.ApiClient) -> None:
-    name = cpkit.unique("nosecret")
+    name = testkit.unique("nosecret")
     async with fake_cluster(cs_cp, name, "https://127.0.0.1:1"):
         await cs_cp.delete(resources.SECRETS, name, namespace="karmada-cluster")
         async with cpkit.running_manager(cs_cp, NAMES, failover=failover()):
@@ -324,7 +325,7 @@ async def test_unknown_after_the_grace_period_without_any_probe_result(
 
 async def test_pull_cluster_goes_unknown_when_its_agent_stops_reporting(
         cs_cp: kube.ApiClient) -> None:
-    name = cpkit.unique("pull")
+    name = testkit.unique("pull")
     async with fake_cluster(cs_cp, name, "https://127.0.0.1:1", sync_mode="Pull"):
         await cs_cp.apply(resources.CLUSTERS, {"metadata": {"name": name}, "status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",

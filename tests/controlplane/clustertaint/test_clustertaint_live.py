@@ -17,6 +17,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.clustertaint import controller
 from clusterhealth_core import status
@@ -49,7 +50,7 @@ async def env() -> AsyncIterator[environment.LocalEnvironment]:
 @contextlib.asynccontextmanager
 async def a_cluster(api: kube.ApiClient, taints: list[dict[str, Any]] | None = None,
                     ) -> AsyncIterator[str]:
-    name = cpkit.unique("tainted")
+    name = testkit.unique("tainted")
     spec: dict[str, Any] = {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}
     if taints:
         spec["taints"] = taints
@@ -182,7 +183,7 @@ def dns_policy(name: str, cluster: str) -> dict[str, Any]:
 
 async def test_the_agent_s_dns_condition_and_a_policy(
         env: environment.LocalEnvironment) -> None:
-    policy_name = cpkit.unique("dns-failure")
+    policy_name = testkit.unique("dns-failure")
     async with env.client() as api, a_cluster(api) as name:
         await condition(api, name, groups.CONDITION_READY, "True", manager=STATUS_MANAGER,
                         reason="ClusterReady")
@@ -243,7 +244,7 @@ async def create_refused(api: kube.ApiClient, body: dict[str, Any]) -> errors.Ap
 
 async def test_bad_policies_are_refused_and_nothing_is_applied(
         env: environment.LocalEnvironment) -> None:
-    good_name = cpkit.unique("dns-failure")
+    good_name = testkit.unique("dns-failure")
     async with env.client() as api, a_cluster(api) as cluster:
         await condition(api, cluster, groups.CONDITION_READY, "True", manager=STATUS_MANAGER)
         await condition(api, cluster, DNS, "False", manager=AGENT_MANAGER)
@@ -252,7 +253,7 @@ async def test_bad_policies_are_refused_and_nothing_is_applied(
         try:
             async with cpkit.running_manager(api, ["clusterTaint"], failover=FAST):
                 for why, edit, says in BAD:
-                    name = cpkit.unique("bad")
+                    name = testkit.unique("bad")
                     names.append(name)  # removed at the end should it be stored after all
                     spec = {**good["spec"], "taints": [{"key": f"bad-{why}",
                                                         "effect": "NoExecute"}], **edit}

@@ -6,6 +6,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane.detector import controller, decision
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -127,7 +128,7 @@ async def test_any_kind_a_policy_selects_is_bound_and_unserved_kinds_break_nothi
 async def test_templates_in_karmadas_namespaces_are_not_propagated(
         env: environment.LocalEnvironment) -> None:
     async with env.client() as api, cpkit.running_manager(api, ["detector"]):
-        ns = cpkit.unique("karmada-es-x")
+        ns = testkit.unique("karmada-es-x")
         await api.create(resources.NAMESPACES, {"metadata": {"name": ns}})
         await api.create(resources.CONFIGMAPS, {"metadata": {"name": "c", "namespace": ns}},
                          namespace=ns)

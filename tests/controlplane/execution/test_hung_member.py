@@ -17,6 +17,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -78,7 +79,7 @@ async def test_a_hung_member_delays_only_its_own_works(
                                                    name, "default") is None:
                             return False
                     return True
-                await cpkit.eventually(healthy_applied, timeout=90,
+                await testkit.eventually(healthy_applied, timeout=90,
                                        what="the healthy members' Works applied")
 
                 async def stuck_conditions() -> list[dict[str, Any]] | None:
@@ -94,7 +95,7 @@ async def test_a_hung_member_delays_only_its_own_works(
                         found.append(condition)
                     return found if any("request deadline" in c["message"] for c in found) \
                         else None
-                conditions = await cpkit.eventually(stuck_conditions, timeout=90,
+                conditions = await testkit.eventually(stuck_conditions, timeout=90,
                                                     what="the hung member's Works failed")
             assert all(c["status"] == "False" for c in conditions), conditions
             by_deadline = [c["message"] for c in conditions if "request deadline" in c["message"]]

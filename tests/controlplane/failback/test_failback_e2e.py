@@ -20,6 +20,7 @@ import cpkit
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.failback import decision
 from clusterhealth_controlplane.scheduler import controller as scheduler
@@ -112,7 +113,7 @@ def targets(obj: dict[str, Any]) -> dict[str, int]:
 async def test_the_split_comes_back_after_the_window(env: environment.LocalEnvironment) -> None:
     failover = options.Options(eviction=options.Eviction(graceful_eviction_timeout=3.0),
                                failback=options.Failback(window=3.0))
-    name = cpkit.unique("nginx")
+    name = testkit.unique("nginx")
     rb = f"{name}-deployment"
     async with env.client() as api:
         for member in ("member1", "member2"):

@@ -15,6 +15,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.failback import controller, decision
 from clusterhealth_core.kube import client as kube
@@ -36,11 +37,8 @@ def failback(batch: int = 10) -> options.Options:
     return options.Options(failback=options.Failback(window=WINDOW, batch=batch))
 
 
-async def make_cluster(api: kube.ApiClient, name: str) -> None:
-    await api.create(resources.CLUSTERS, {
-        "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}})
+async def ready_cluster(api: kube.ApiClient, name: str) -> None:
+    await testkit.make_cluster(api, name)
     await set_ready(api, name, "True")
 
 
@@ -129,9 +127,9 @@ async def cleanup(api: kube.ApiClient, ns: str, bindings: list[str],
 
 async def scene(api: kube.ApiClient) -> tuple[str, str, str]:
     """Two Ready clusters of the test's own, a namespace and a policy opted in (``opted``)."""
-    first, second = cpkit.unique("fb1"), cpkit.unique("fb2")
+    first, second = testkit.unique("fb1"), testkit.unique("fb2")
     for name in (first, second):
-        await make_cluster(api, name)
+        await ready_cluster(api, name)
     ns = await cpkit.make_namespace(api, "fb")
     await make_policy(api, ns, "opted", True, first, second)
     return first, second, ns

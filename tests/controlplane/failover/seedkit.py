@@ -15,6 +15,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
@@ -82,7 +83,7 @@ async def wait_split(env: environment.LocalEnvironment, namespace: str, name: st
     async def check() -> bool:
         found = {m: await member_state(env, namespace, name, m) for m in members}
         return found == expected
-    await cpkit.eventually(check, timeout=timeout, what=f"{name}: members running {expected}")
+    await testkit.eventually(check, timeout=timeout, what=f"{name}: members running {expected}")
 
 
 def taint_effects(cluster: dict[str, Any], key: str) -> set[str]:
@@ -166,7 +167,7 @@ async def fail_over(env: environment.LocalEnvironment, cp: kube.ApiClient, names
             line.mark("member2-runs-3")
         return "member2-runs-3" in line.seen and "evicted" in line.seen
     try:
-        await cpkit.eventually(progressed, timeout=120, what="failover to member2")
+        await testkit.eventually(progressed, timeout=120, what="failover to member2")
     except AssertionError as exc:
         found = []
         for name in names:

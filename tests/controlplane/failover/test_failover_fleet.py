@@ -30,6 +30,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_controlplane import controllers, options
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
@@ -122,7 +123,7 @@ async def wait_targets(cp: kube.ApiClient, namespace: str, binding: str, count: 
     async def check() -> dict[str, int] | None:
         found = await targets(cp, namespace, binding)
         return found if len(found) == count else None
-    return await cpkit.eventually(check, timeout=60, what=f"{binding} on {count} clusters")
+    return await testkit.eventually(check, timeout=60, what=f"{binding} on {count} clusters")
 
 
 def ready_status(cluster: dict[str, Any]) -> str | None:
@@ -138,7 +139,7 @@ async def wait_clusters(cp: kube.ApiClient, expected: dict[str, str]) -> None:
             if ready_status(await cp.get(resources.CLUSTERS, name)) != status:
                 return False
         return True
-    await cpkit.eventually(check, timeout=60, what=f"Clusters Ready {expected}")
+    await testkit.eventually(check, timeout=60, what=f"Clusters Ready {expected}")
 
 
 def taint_keys(cluster: dict[str, Any]) -> set[tuple[str, str]]:
@@ -161,7 +162,7 @@ async def test_seed_001_duplicated_failover_stays_within_the_spread_limits(
         async def replaced() -> dict[str, int] | None:
             found = await targets(cp, namespace, binding)
             return found if failed not in found and len(found) == 2 else None
-        after = await cpkit.eventually(replaced, timeout=90, what=f"{failed} replaced")
+        after = await testkit.eventually(replaced, timeout=90, what=f"{failed} replaced")
     finally:
         await fleet.start_server(failed)
     assert kept in after and after[kept] == before[kept], (before, after)
@@ -231,7 +232,7 @@ async def test_dns_condition_and_a_cluster_taint_policy_evict(
             cluster = await cp.get(resources.CLUSTERS, "member3")
             return ((DNS_TAINT, "NoExecute") in taint_keys(cluster)
                     and "member3" not in await targets(cp, namespace, binding))
-        await cpkit.eventually(evicted, timeout=60, what="DNS taint and eviction")
+        await testkit.eventually(evicted, timeout=60, what="DNS taint and eviction")
         tasks = await eviction_tasks(cp, namespace, binding)
         assert [(t["fromCluster"], t["reason"], t["producer"]) for t in tasks] == \
             [("member3", "TaintUntolerated", "TaintManager")]
@@ -246,7 +247,7 @@ async def test_dns_condition_and_a_cluster_taint_policy_evict(
     async def untainted() -> bool:
         cluster = await cp.get(resources.CLUSTERS, "member3")
         return (DNS_TAINT, "NoExecute") not in taint_keys(cluster)
-    await cpkit.eventually(untainted, timeout=30, what="DNS taint removed")
+    await testkit.eventually(untainted, timeout=30, what="DNS taint removed")
 
 
 async def test_storm_guard_holds_evictions_when_most_clusters_fail_at_once(
@@ -270,7 +271,7 @@ async def test_storm_guard_holds_evictions_when_most_clusters_fail_at_once(
                      if c.get("type") == STORM_CONDITION]
             return (NOT_READY, "NoExecute") in taint_keys(cluster) and bool(guard) and \
                 guard[0]["status"] == "True"
-        await cpkit.eventually(held, timeout=60, what="storm guard condition")
+        await testkit.eventually(held, timeout=60, what="storm guard condition")
         cluster = await cp.get(resources.CLUSTERS, "member1")
         guard = next(c for c in cluster["status"]["conditions"] if c["type"] == STORM_CONDITION)
         assert "3 of 5" in guard["message"], guard
@@ -287,7 +288,7 @@ async def test_storm_guard_holds_evictions_when_most_clusters_fail_at_once(
         guard = [c for c in (cluster.get("status") or {}).get("conditions") or []
                  if c.get("type") == STORM_CONDITION]
         return not guard or guard[0]["status"] == "False"
-    await cpkit.eventually(lifted, timeout=30, what="storm guard lifted")
+    await testkit.eventually(lifted, timeout=30, what="storm guard lifted")
     assert set(await targets(cp, namespace, binding)) == {"member1", "member2"}
 
 

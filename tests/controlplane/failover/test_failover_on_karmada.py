@@ -34,6 +34,7 @@ import cpkit
 import pytest
 import seedkit
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, karmada, workloads
@@ -75,7 +76,7 @@ async def test_our_failover_and_failback_on_karmada(
     returns = f"nginx-{uuid.uuid4().hex[:6]}"
     namespace = f"failover-{uuid.uuid4().hex[:6]}"
     async with env.client() as cp, cpkit.running_manager(cp, OURS, failover=TIMERS) as running:
-        await cpkit.eventually(lambda: both_healthy(cp), timeout=60,
+        await testkit.eventually(lambda: both_healthy(cp), timeout=60,
                                what="both members Ready (our clusterStatus) and untainted")
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         for name, failback in ((stays, False), (returns, True)):
@@ -111,7 +112,7 @@ async def test_our_failover_and_failback_on_karmada(
         async def member1_clean() -> bool:
             stale = await seedkit.member_state(env, namespace, stays, "member1")
             return await seedkit.member1_clean(cp) and stale is None
-        await cpkit.eventually(member1_clean, timeout=120, what="member1 Ready and clean")
+        await testkit.eventually(member1_clean, timeout=120, what="member1 Ready and clean")
         works = await cp.list(resources.WORKS, namespace="karmada-es-member1")
         assert not [w for w in works["items"]
                     if w["metadata"]["name"].startswith(stays)], "member1's Work stayed"

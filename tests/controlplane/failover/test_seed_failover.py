@@ -28,6 +28,7 @@ import cpkit
 import pytest
 import seedkit
 
+import testkit
 from clusterhealth_controlplane import controllers
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, workloads
@@ -71,7 +72,7 @@ async def run_demo(env: environment.LocalEnvironment, *, failback: bool) -> None
         async def member1_clean() -> bool:
             stale = await seedkit.member_state(env, namespace, name, "member1")
             return await seedkit.member1_clean(cp) and (stale is None or failback)
-        await cpkit.eventually(member1_clean, timeout=90, what="member1 Ready and clean")
+        await testkit.eventually(member1_clean, timeout=90, what="member1 Ready and clean")
         if failback:
             await seedkit.wait_split(env, namespace, name, {"member1": 1, "member2": 2})
         else:

@@ -21,6 +21,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_controlplane import options, vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -91,7 +92,7 @@ async def test_an_ended_task_removes_the_copy_once_the_member_answers_again(
     failover = options.Options(eviction=options.Eviction(graceful_eviction_timeout=4.0))
     async with env.client() as api, cpkit.running_manager(api, CHAIN, failover=failover):
         ns = await cpkit.make_namespace(api, "chain")
-        name = cpkit.unique("web")
+        name = testkit.unique("web")
         template = await api.create(resources.DEPLOYMENTS, cpkit.deployment(name, ns, 3),
                                     namespace=ns)
         rb = f"{name}-deployment"

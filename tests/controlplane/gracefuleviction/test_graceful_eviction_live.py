@@ -15,6 +15,7 @@ from typing import Any
 import cpkit
 import prometheus_client
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.gracefuleviction import controller
 from clusterhealth_core import builder
@@ -153,7 +154,7 @@ async def test_a_task_ends_at_the_timeout_even_when_the_binding_cannot_be_schedu
             api, ["gracefulEviction"], failover=short(3)) as running:
         ns = await cpkit.make_namespace(api, "ge")
         await create(api, "web-deployment", ns, [task("member1")], {}, scheduled=False)
-        name = cpkit.unique("role")
+        name = testkit.unique("role")
         await create(api, name, None, [task("member2")], {"member1": 0},
                      health={"member1": "Unhealthy"})
 

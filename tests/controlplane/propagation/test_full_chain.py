@@ -25,6 +25,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -63,7 +64,7 @@ async def reported(cp: kube.ApiClient, members: list[str],
                     and status.get("resourceSummary") and check(status)):
                 return False
         return True
-    await cpkit.eventually(done, what="members reported Ready with APIs and resources")
+    await testkit.eventually(done, what="members reported Ready with APIs and resources")
 
 
 async def member_replicas(env: environment.LocalEnvironment, namespace: str,
@@ -88,7 +89,7 @@ async def wait_members(env: environment.LocalEnvironment, namespace: str, name: 
                        expected: dict[str, int | None]) -> None:
     async def check() -> bool:
         return await member_replicas(env, namespace, name) == expected
-    await cpkit.eventually(check, what=f"members running {expected}")
+    await testkit.eventually(check, what=f"members running {expected}")
 
 
 async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
@@ -116,7 +117,7 @@ async def test_seed_demo_divided_then_rebalanced_duplicated_and_removed(
             obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)
             status = obj.get("status") or {}
             return status.get("availableReplicas") == 3 and status.get("readyReplicas") == 3
-        await cpkit.eventually(template_available, what="template status: 3 available")
+        await testkit.eventually(template_available, what="template status: 3 available")
         rb = await cp.get(resources.RESOURCE_BINDINGS, f"{name}-deployment",
                           namespace=namespace)
         scheduled = [c for c in rb["status"]["conditions"] if c["type"] == "Scheduled"]

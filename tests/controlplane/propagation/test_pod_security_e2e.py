@@ -15,6 +15,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -48,8 +49,8 @@ async def _pods(member: kube.ApiClient, namespace: str, app: str) -> list[dict[s
 async def test_a_privileged_pod_never_runs_where_the_namespace_is_restricted(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    namespace = cpkit.unique("psa")
-    names = {"privileged": cpkit.unique("host"), "compliant": cpkit.unique("web")}
+    namespace = testkit.unique("psa")
+    names = {"privileged": testkit.unique("host"), "compliant": testkit.unique("web")}
     async with env.client() as cp, env.client("member1") as member, \
             cpkit.running(cp, cpkit.WITH_NAMESPACE_SYNC):
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace,
@@ -64,12 +65,12 @@ async def test_a_privileged_pod_never_runs_where_the_namespace_is_restricted(
             {"clusterAffinity": {"clusterNames": ["member1"]}}), namespace=namespace)
         for name in names.values():
             rb = f"{name}-deployment"
-            await cpkit.eventually(lambda rb=rb: cpkit.get_or_none(  # type: ignore[misc]
+            await testkit.eventually(lambda rb=rb: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.RESOURCE_BINDINGS, rb, namespace), what=f"binding {rb}")
             await cp.patch(resources.RESOURCE_BINDINGS, rb,
                            {"spec": {"clusters": [{"name": "member1", "replicas": 1}]}},
                            namespace=namespace)
-        found = await cpkit.eventually(lambda: cpkit.get_or_none(
+        found = await testkit.eventually(lambda: cpkit.get_or_none(
             member, resources.NAMESPACES, namespace), what="the member's namespace")
         assert found["metadata"]["labels"].items() >= RESTRICTED.items()
 
@@ -78,7 +79,7 @@ async def test_a_privileged_pod_never_runs_where_the_namespace_is_restricted(
             return pods if any(p.get("status", {}).get("phase") == "Running"
                                for p in pods) else None
 
-        await cpkit.eventually(running, timeout=90, what="the compliant Pod running")
+        await testkit.eventually(running, timeout=90, what="the compliant Pod running")
 
         async def refused() -> dict[str, Any] | None:
             replica_sets = await member.list(resources.Resource(
@@ -91,7 +92,7 @@ async def test_a_privileged_pod_never_runs_where_the_namespace_is_restricted(
                         return dict(condition)
             return None
 
-        await cpkit.eventually(refused, timeout=90,
+        await testkit.eventually(refused, timeout=90,
                                what="the privileged ReplicaSet refused by Pod Security")
         assert await _pods(member, namespace, names["privileged"]) == []
         await cp.delete(resources.NAMESPACES, namespace, missing_ok=True)

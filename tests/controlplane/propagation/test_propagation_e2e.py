@@ -15,6 +15,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -63,23 +64,23 @@ async def available(env: environment.LocalEnvironment, member: str, namespace: s
 async def test_a_deployment_is_propagated_divided_kept_and_removed(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = cpkit.unique("web")
+    name = testkit.unique("web")
     async with env.client() as cp, cpkit.running(cp):
-        namespace = cpkit.unique("prop")
+        namespace = testkit.unique("prop")
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         await cp.create(resources.DEPLOYMENTS, deployment(name, namespace, 3),
                         namespace=namespace)
         await cp.create(resources.PROPAGATION_POLICIES, policy("pp", namespace, name),
                         namespace=namespace)
         rb = f"{name}-deployment"
-        await cpkit.eventually(lambda: cpkit.get_or_none(
+        await testkit.eventually(lambda: cpkit.get_or_none(
             cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
         await schedule(cp, namespace, rb, {"member1": 1, "member2": 2})
 
         # one Work per cluster, in the execution namespaces, named as Karmada names them
         work = vocabulary.work_name("Deployment", name, namespace)
         for member in ("member1", "member2"):
-            found = await cpkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
+            found = await testkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
             assert found["metadata"]["annotations"][vocabulary.RB_NAME] == rb
             assert found["metadata"]["annotations"][vocabulary.RB_NAMESPACE] == namespace
@@ -89,9 +90,9 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                            for k in manifest["metadata"].get("labels") or {})
 
         # the members run 1 and 2 replicas, Ready
-        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 1),
+        await testkit.eventually(lambda: available(env, "member1", namespace, name, 1),
                                  what="member1 Deployment with 1 available")
-        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 2),
+        await testkit.eventually(lambda: available(env, "member2", namespace, name, 2),
                                  what="member2 Deployment with 2 available")
 
         # the Works report Applied and healthy status; the binding and the template sum it up
@@ -104,7 +105,7 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                     and len(statuses) == 1 and statuses[0]["health"] == "Healthy"
                     and statuses[0]["identifier"]["resource"] == "deployments")
         for member in ("member1", "member2"):
-            await cpkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
+            await testkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
                                      what=f"Work status in {member}")
             # the binding controller created it with the execution finalizer (as Karmada
             # does): the execution controller never had to add it in a second reconcile
@@ -122,7 +123,7 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                     and status.get("observedGeneration") == obj["metadata"]["generation"]:
                 return obj
             return None
-        await cpkit.eventually(lambda: template_available(3), what="template status 3")
+        await testkit.eventually(lambda: template_available(3), what="template status 3")
 
         async def binding_aggregated() -> bool:
             obj = await cp.get(resources.RESOURCE_BINDINGS, rb, namespace=namespace)
@@ -132,13 +133,13 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
             return (sorted(items) == ["member1", "member2"]
                     and all(i["applied"] and i["health"] == "Healthy" for i in items.values())
                     and conditions.get("FullyApplied", {}).get("status") == "True")
-        await cpkit.eventually(binding_aggregated, what="binding aggregatedStatus")
+        await testkit.eventually(binding_aggregated, what="binding aggregatedStatus")
 
         # rebalanced when the scheduler's result changes
         await schedule(cp, namespace, rb, {"member1": 2, "member2": 1})
-        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+        await testkit.eventually(lambda: available(env, "member1", namespace, name, 2),
                                  what="member1 rebalanced to 2")
-        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+        await testkit.eventually(lambda: available(env, "member2", namespace, name, 1),
                                  what="member2 rebalanced to 1")
 
         # a member's Deployment deleted by hand comes back
@@ -150,17 +151,17 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
             async def recreated() -> bool:
                 obj = await cpkit.get_or_none(member2, resources.DEPLOYMENTS, name, namespace)
                 return obj is not None and obj["metadata"]["uid"] != old_uid
-            await cpkit.eventually(recreated, what="member2 Deployment re-created")
-        await cpkit.eventually(lambda: available(env, "member2", namespace, name, 1),
+            await testkit.eventually(recreated, what="member2 Deployment re-created")
+        await testkit.eventually(lambda: available(env, "member2", namespace, name, 1),
                                  what="re-created Deployment available")
 
         # a hand edit of a field the Work sets is put back
         async with env.client("member1") as member1:
             await member1.patch(resources.DEPLOYMENTS, name, {"spec": {"replicas": 5}},
                                 namespace=namespace)
-        await cpkit.eventually(lambda: available(env, "member1", namespace, name, 2),
+        await testkit.eventually(lambda: available(env, "member1", namespace, name, 2),
                                  what="member1 replicas put back to 2")
-        await cpkit.eventually(lambda: template_available(3), what="template status 3 again")
+        await testkit.eventually(lambda: template_available(3), what="template status 3 again")
 
         # template deleted: binding, Works and member Deployments gone
         await cp.delete(resources.DEPLOYMENTS, name, namespace=namespace)
@@ -175,7 +176,7 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
                     if await cpkit.get_or_none(api, resources.DEPLOYMENTS, name, namespace):
                         return False
             return True
-        await cpkit.eventually(all_gone, what="binding, Works and member objects gone")
+        await testkit.eventually(all_gone, what="binding, Works and member objects gone")
 
 
 def raw_work(name: str, cluster: str, manifests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -198,9 +199,9 @@ async def test_a_service_gets_its_cluster_ip_from_each_member(
         workload_env: environment.LocalEnvironment) -> None:
     """The control plane's cluster IP stays there: each member allocates its own."""
     env = workload_env
-    name = cpkit.unique("svc")
+    name = testkit.unique("svc")
     async with env.client() as cp, cpkit.running(cp):
-        namespace = cpkit.unique("prop")
+        namespace = testkit.unique("prop")
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         service = await cp.create(resources.SERVICES, {
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
@@ -215,13 +216,13 @@ async def test_a_service_gets_its_cluster_ip_from_each_member(
                                                                         "member2"]}}}},
             namespace=namespace)
         rb = f"{name}-service"
-        await cpkit.eventually(lambda: cpkit.get_or_none(
+        await testkit.eventually(lambda: cpkit.get_or_none(
             cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
         await cp.patch(resources.RESOURCE_BINDINGS, rb, {"spec": {"clusters": [
             {"name": "member1"}, {"name": "member2"}]}}, namespace=namespace)
         work = vocabulary.work_name("Service", name, namespace)
         for member in ("member1", "member2"):
-            found = await cpkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
+            found = await testkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
             manifest = found["spec"]["workload"]["manifests"][0]
             assert "clusterIP" not in manifest["spec"] and "clusterIPs" not in manifest["spec"]
@@ -229,7 +230,7 @@ async def test_a_service_gets_its_cluster_ip_from_each_member(
             async def in_member(m: str = member) -> dict[str, Any] | None:
                 async with env.client(m) as api:
                     return await cpkit.get_or_none(api, resources.SERVICES, name, namespace)
-            copy = await cpkit.eventually(in_member, what=f"Service in {member}")
+            copy = await testkit.eventually(in_member, what=f"Service in {member}")
             assert copy["spec"]["clusterIP"], copy  # the member's own allocation
             assert copy["spec"]["ports"][0]["port"] == 80
 
@@ -237,7 +238,7 @@ async def test_a_service_gets_its_cluster_ip_from_each_member(
 async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = cpkit.unique("unserved")
+    name = testkit.unique("unserved")
     async with env.client() as cp, cpkit.running(cp, ("execution", "workStatus")):
         await ensure_namespace(cp, "karmada-es-member1")
         await cp.create(resources.WORKS, raw_work(name, "member1", [
@@ -252,14 +253,14 @@ async def test_a_kind_the_member_does_not_serve_fails_the_whole_work(
                 if c["type"] == "Applied" and c["status"] == "False":
                     return dict(c)
             return None
-        condition = await cpkit.eventually(failed, what="Applied=False")
+        condition = await testkit.eventually(failed, what="Applied=False")
         assert condition["reason"] == "AppliedFailed"
         assert "member1 does not serve Widget (example.io/v1)" in condition["message"]
         async with env.client("member1") as member1:
             assert await cpkit.get_or_none(member1, resources.CONFIGMAPS, name,
                                              "default") is None  # nothing half-applied
         await cp.delete(resources.WORKS, name, namespace="karmada-es-member1")
-        await cpkit.eventually(lambda: _gone(cp, name, "karmada-es-member1"),
+        await testkit.eventually(lambda: _gone(cp, name, "karmada-es-member1"),
                                  what="Work deleted")
 
 
@@ -270,7 +271,7 @@ async def _gone(cp: kube.ApiClient, name: str, namespace: str) -> bool:
 async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_gone(
         workload_env: environment.LocalEnvironment) -> None:
     env = workload_env
-    name = cpkit.unique("ghost")
+    name = testkit.unique("ghost")
     async with env.client() as cp, cpkit.running(cp, ("execution",)):
         await cp.create(resources.CLUSTERS, {
             "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
@@ -284,7 +285,7 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
         async def finalized() -> bool:
             obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
             return vocabulary.EXECUTION_FINALIZER in obj["metadata"].get("finalizers", [])
-        await cpkit.eventually(finalized, what="finalizer on the Work")
+        await testkit.eventually(finalized, what="finalizer on the Work")
         await cp.delete(resources.WORKS, name, namespace=f"karmada-es-{name}")
         # the member cannot be reached: the Work waits (the probe times out quickly)
         for _ in range(3):
@@ -293,5 +294,5 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
             assert vocabulary.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
             await asyncio.sleep(1.0)
         await cp.delete(resources.CLUSTERS, name)
-        await cpkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
+        await testkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
                                  what="Work gone with its Cluster")

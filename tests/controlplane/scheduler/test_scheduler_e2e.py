@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import parser
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, waiting
@@ -29,10 +30,6 @@ FAST_ELECTION = ["--leader-elect-lease-duration", "3s", "--leader-elect-renew-de
                  "--leader-elect-retry-period", "0.5s"]
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
 async def serve_apis(cp: kube.ApiClient, cluster: str) -> None:
     """Report that ``cluster`` serves Deployments (as the cluster-status controller would)."""
     await cp.apply(resources.CLUSTERS, {"metadata": {"name": cluster},
@@ -40,14 +37,10 @@ async def serve_apis(cp: kube.ApiClient, cluster: str) -> None:
                    field_manager="test-cluster-status", subresource="status")
 
 
-async def make_cluster(cp: kube.ApiClient, name: str, taints: list[dict[str, str]] | None = None
-                       ) -> None:
-    spec: dict[str, Any] = {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push"}
-    if taints:
-        spec["taints"] = taints
-    await cp.create(resources.CLUSTERS, {"apiVersion": resources.CLUSTERS.api_version,
-                                         "kind": "Cluster", "metadata": {"name": name},
-                                         "spec": spec})
+async def serving_cluster(cp: kube.ApiClient, name: str,
+                          taints: list[dict[str, Any]] | None = None) -> None:
+    """A Cluster that serves Deployments."""
+    await testkit.make_cluster(cp, name, taints)
     await serve_apis(cp, name)
 
 
@@ -138,7 +131,7 @@ def scheduler(env: environment.LocalEnvironment, python_env: dict[str, str],
     argv = [sys.executable, "-m", "clusterhealth_controlplane.scheduler", "--kubeconfig",
             str(env.kubeconfig()), "--bind-address", "127.0.0.1", "--healthz-port", str(port),
             "--leader-elect-resource-namespace", "default",
-            "--leader-elect-resource-name", unique("scheduler"), *FAST_ELECTION]
+            "--leader-elect-resource-name", testkit.unique("scheduler"), *FAST_ELECTION]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=python_env)
     yield Scheduler(proc, port, log)
@@ -169,7 +162,7 @@ async def members_serve(cp: kube.ApiClient, env: environment.LocalEnvironment) -
 async def test_divided_rebalanced_then_duplicated(
         cp: kube.ApiClient, scheduler: Scheduler, members_serve: None,
         cleanup: dict[str, list[str]]) -> None:
-    name = unique("web")
+    name = testkit.unique("web")
     cleanup["bindings"].append(name)
     await make_binding(cp, name, divided({"member1": 1, "member2": 2}))
     first = await wait_targets(cp, name, {"member1": 1, "member2": 2})
@@ -192,7 +185,7 @@ async def test_divided_rebalanced_then_duplicated(
 
 async def test_missing_cluster_is_unschedulable_until_it_exists(
         cp: kube.ApiClient, scheduler: Scheduler, cleanup: dict[str, list[str]]) -> None:
-    name, cluster = unique("web"), unique("later")
+    name, cluster = testkit.unique("web"), testkit.unique("later")
     cleanup["bindings"].append(name)
     cleanup["clusters"].append(cluster)
     await make_binding(cp, name, duplicated([cluster]))
@@ -210,17 +203,17 @@ async def test_missing_cluster_is_unschedulable_until_it_exists(
     assert events[0]["type"] == "Warning"
     assert "clusters are available" in events[0]["message"]
 
-    await make_cluster(cp, cluster)
+    await serving_cluster(cp, cluster)
     await wait_targets(cp, name, {cluster: 3})
 
 
 async def test_a_tainted_cluster_is_avoided(
         cp: kube.ApiClient, scheduler: Scheduler, cleanup: dict[str, list[str]]) -> None:
-    clean, tainted, name = unique("clean"), unique("tainted"), unique("web")
+    clean, tainted, name = testkit.unique("clean"), testkit.unique("tainted"), testkit.unique("web")
     cleanup["clusters"] += [clean, tainted]
     cleanup["bindings"].append(name)
-    await make_cluster(cp, clean)
-    await make_cluster(cp, tainted, [{"key": "maintenance", "effect": "NoSchedule"}])
+    await serving_cluster(cp, clean)
+    await serving_cluster(cp, tainted, [{"key": "maintenance", "effect": "NoSchedule"}])
     await make_binding(cp, name, duplicated([clean, tainted]))
     await wait_targets(cp, name, {clean: 3})
 
@@ -228,7 +221,7 @@ async def test_a_tainted_cluster_is_avoided(
 async def test_contradictory_spread_leaves_the_result_alone(
         cp: kube.ApiClient, scheduler: Scheduler, members_serve: None,
         cleanup: dict[str, list[str]]) -> None:
-    name = unique("web")
+    name = testkit.unique("web")
     cleanup["bindings"].append(name)
     await make_binding(cp, name, divided({"member1": 1, "member2": 2}))
     await wait_targets(cp, name, {"member1": 1, "member2": 2})
@@ -246,7 +239,7 @@ async def test_dynamic_weights_without_capacity_say_so(
         cp: kube.ApiClient, scheduler: Scheduler, members_serve: None,
         cleanup: dict[str, list[str]]) -> None:
     """No resourceSummary yet: no cluster can take a replica by available replicas."""
-    name = unique("web")
+    name = testkit.unique("web")
     cleanup["bindings"].append(name)
     await make_binding(cp, name, {
         "clusterAffinity": {"clusterNames": ["member1", "member2"]},

@@ -15,6 +15,7 @@ import datetime
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_core import schema, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
@@ -33,7 +34,7 @@ def binding(name: str, namespace: str) -> dict[str, object]:
 @pytest.mark.planes("ours", "karmada")
 async def test_fully_applied_leaves_scheduled_in_place(cp: kube.ApiClient) -> None:
     namespace = await cpkit.make_namespace(cp, "binding-status")
-    name = cpkit.unique("web")
+    name = testkit.unique("web")
     created = await cp.create(resources.RESOURCE_BINDINGS, binding(name, namespace),
                               namespace=namespace)
     kind = await schema.discover(cp, resources.RESOURCE_BINDINGS)
@@ -51,6 +52,6 @@ async def test_fully_applied_leaves_scheduled_in_place(cp: kube.ApiClient) -> No
             live = await cp.get(resources.RESOURCE_BINDINGS, name, namespace=namespace)
             types = {c["type"] for c in (live.get("status") or {}).get("conditions") or []}
             return types if "FullyApplied" in types else None
-        types = await cpkit.eventually(both, timeout=30, what="FullyApplied written")
+        types = await testkit.eventually(both, timeout=30, what="FullyApplied written")
     assert types == {"Scheduled", "FullyApplied"}
     await cp.delete(resources.NAMESPACES, namespace)

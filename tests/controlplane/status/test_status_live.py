@@ -16,6 +16,7 @@ from typing import Any
 
 import cpkit
 
+import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import status
@@ -50,7 +51,7 @@ async def _failed_work(cp: kube.ApiClient, namespace: str, rb_namespace: str,
 async def test_100_long_errors_fit_in_the_binding(env: environment.LocalEnvironment,
                                                   cp: kube.ApiClient) -> None:
     rb_namespace = await cpkit.make_namespace(cp, "agg")
-    rb_name = cpkit.unique("cm")
+    rb_name = testkit.unique("cm")
     await cp.create(resources.RESOURCE_BINDINGS, {
         "apiVersion": resources.RESOURCE_BINDINGS.api_version, "kind": "ResourceBinding",
         "metadata": {"name": rb_name, "namespace": rb_namespace},

@@ -17,6 +17,7 @@ from typing import Any
 import cpkit
 import pytest
 
+import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.taintmanager import decision
 from clusterhealth_core.kube import client as kube
@@ -58,13 +59,9 @@ def taint(key: str, added: datetime.datetime | None = None) -> dict[str, Any]:
             "timeAdded": decision.format_time(added or now_seconds())}
 
 
-async def make_cluster(api: kube.ApiClient, name: str, *taints: dict[str, Any],
-                       ready: str = "True") -> None:
-    await api.create(resources.CLUSTERS, {
-        "apiVersion": resources.CLUSTERS.api_version, "kind": "Cluster",
-        "metadata": {"name": name},
-        "spec": {"apiEndpoint": "https://127.0.0.1:1", "syncMode": "Push",
-                 "taints": list(taints)}})
+async def ready_cluster(api: kube.ApiClient, name: str, *taints: dict[str, Any],
+                        ready: str = "True") -> None:
+    await testkit.make_cluster(api, name, list(taints))
     await set_ready(api, name, ready)
 
 
@@ -120,16 +117,16 @@ async def events_about(api: kube.ApiClient, name: str, reason: str) -> list[dict
 
 async def test_an_untolerated_taint_evicts_bindings_at_once(cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    a, b = cpkit.unique("a"), cpkit.unique("b")
-    await make_cluster(cp, a, taint(UNREACHABLE))
-    await make_cluster(cp, b)
+    a, b = testkit.unique("a"), testkit.unique("b")
+    await ready_cluster(cp, a, taint(UNREACHABLE))
+    await ready_cluster(cp, b)
     await cp.create(resources.RESOURCE_BINDINGS,
                     binding_object("web-deployment", ns, {a: 2, b: 1},
                                    [{"key": NOT_READY, "operator": "Exists",
                                      "effect": "NoExecute", "tolerationSeconds": 300}],
                                    failover={"cluster": {"purgeMode": "Directly"}}),
                     namespace=ns)
-    crb = cpkit.unique("crb")
+    crb = testkit.unique("crb")
     await cp.create(resources.CLUSTER_RESOURCE_BINDINGS, binding_object(crb, None, {a: 1}))
     await cp.create(resources.RESOURCE_BINDINGS,
                     binding_object("other-deployment", ns, {b: 3}), namespace=ns)
@@ -168,10 +165,10 @@ async def test_an_untolerated_taint_evicts_bindings_at_once(cp: kube.ApiClient) 
 async def test_a_tolerated_taint_evicts_after_its_toleration_not_before(
         cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    a, b = cpkit.unique("a"), cpkit.unique("b")
+    a, b = testkit.unique("a"), testkit.unique("b")
     added = now_seconds()
-    await make_cluster(cp, a, taint(NOT_READY, added))
-    await make_cluster(cp, b)
+    await ready_cluster(cp, a, taint(NOT_READY, added))
+    await ready_cluster(cp, b)
     tolerations = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute",
                     "tolerationSeconds": 2}]
     await cp.create(resources.RESOURCE_BINDINGS,
@@ -193,9 +190,9 @@ async def test_a_tolerated_taint_evicts_after_its_toleration_not_before(
 async def test_a_taint_removed_before_the_deadline_leaves_the_binding_alone(
         cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    a = cpkit.unique("a")
+    a = testkit.unique("a")
     added = now_seconds()
-    await make_cluster(cp, a, taint(NOT_READY, added))
+    await ready_cluster(cp, a, taint(NOT_READY, added))
     tolerations = [{"key": NOT_READY, "operator": "Exists", "effect": "NoExecute",
                     "tolerationSeconds": 3}]
     await cp.create(resources.RESOURCE_BINDINGS,
@@ -216,11 +213,11 @@ async def test_a_taint_removed_before_the_deadline_leaves_the_binding_alone(
 async def test_the_storm_guard_holds_evictions_and_lets_them_go_when_it_lifts(
         cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    names = [cpkit.unique(f"s{i}") for i in range(4)]
-    await make_cluster(cp, names[0], taint(UNREACHABLE), ready="False")
-    await make_cluster(cp, names[1], ready="False")
-    await make_cluster(cp, names[2], ready="Unknown")
-    await make_cluster(cp, names[3])
+    names = [testkit.unique(f"s{i}") for i in range(4)]
+    await ready_cluster(cp, names[0], taint(UNREACHABLE), ready="False")
+    await ready_cluster(cp, names[1], ready="False")
+    await ready_cluster(cp, names[2], ready="Unknown")
+    await ready_cluster(cp, names[3])
     await cp.create(resources.RESOURCE_BINDINGS,
                     binding_object("web-deployment", ns, {names[0]: 2, names[3]: 1}),
                     namespace=ns)
@@ -273,9 +270,9 @@ async def test_the_storm_guard_holds_evictions_and_lets_them_go_when_it_lifts(
 async def test_the_secondary_rate_lets_evictions_through_while_held(
         cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    names = [cpkit.unique(f"r{i}") for i in range(2)]
-    await make_cluster(cp, names[0], taint(UNREACHABLE), ready="False")
-    await make_cluster(cp, names[1], ready="False")
+    names = [testkit.unique(f"r{i}") for i in range(2)]
+    await ready_cluster(cp, names[0], taint(UNREACHABLE), ready="False")
+    await ready_cluster(cp, names[1], ready="False")
     for i in range(3):
         await cp.create(resources.RESOURCE_BINDINGS,
                         binding_object(f"web{i}-deployment", ns, {names[0]: 1}), namespace=ns)
@@ -295,8 +292,8 @@ async def test_the_secondary_rate_lets_evictions_through_while_held(
 
 async def test_a_binding_deleted_while_held_is_forgotten(cp: kube.ApiClient) -> None:
     ns = await cpkit.make_namespace(cp, "tm")
-    name = cpkit.unique("d")
-    await make_cluster(cp, name, taint(UNREACHABLE), ready="False")
+    name = testkit.unique("d")
+    await ready_cluster(cp, name, taint(UNREACHABLE), ready="False")
     await cp.create(resources.RESOURCE_BINDINGS,
                     binding_object("web-deployment", ns, {name: 1}), namespace=ns)
     async with cpkit.running_manager(cp, ["taintManager"], failover=UNLIMITED) as running:

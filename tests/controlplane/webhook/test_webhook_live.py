@@ -20,6 +20,7 @@ import cpkit
 import pytest
 import whkit
 
+import testkit
 from clusterhealth_controlplane.webhook import decision, server
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -96,8 +97,8 @@ async def registered(cp: kube.ApiClient, webhook: server.WebhookServer,
                      ca: pki.CertificateAuthority, failure_policy: str, namespace: str,
                      ) -> AsyncIterator[str]:
     """A configuration sending this test's policies to ``webhook``, in effect; its label."""
-    selector = cpkit.unique("sel")
-    name = cpkit.unique("clusterhealth-webhook-test")
+    selector = testkit.unique("sel")
+    name = testkit.unique("clusterhealth-webhook-test")
     await cp.create(WEBHOOKS, configuration(name, webhook.bound_port, ca, failure_policy,
                                             selector))
     try:
@@ -130,7 +131,7 @@ async def test_policies_get_the_default_tolerations(cp: kube.ApiClient,
                                                     webhook: server.WebhookServer,
                                                     ca: pki.CertificateAuthority) -> None:
     namespace = await cpkit.make_namespace(cp, "webhook")
-    cluster_policy = cpkit.unique("cpp")
+    cluster_policy = testkit.unique("cpp")
     async with registered(cp, webhook, ca, "Fail", namespace) as selector:
         try:
             # none: both are stored

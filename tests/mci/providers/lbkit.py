@@ -7,9 +7,7 @@ cluster, and spec builders for the provider contract.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 from collections.abc import Iterable, Mapping
 
 from clusterhealth_localenv import haproxy, httpload
@@ -68,15 +66,3 @@ def spec(
     )
 
 
-async def eventually(check: object, timeout: float = 10.0, interval: float = 0.02) -> None:
-    """Until ``check()`` (sync or async) is truthy; fails after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check() if callable(check) else check
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:g}s")
-        await asyncio.sleep(interval)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import lbkit
 import pytest
 
+import testkit
 from clusterhealth_mci.providers import base, plan
 from clusterhealth_mci.providers.haproxy import provider, runtime
 
@@ -60,14 +61,15 @@ async def test_block_under_load_drops_no_request(
     try:
         await traffic.wait_for(60)
         # Block while slow requests are in flight on member2.
-        await lbkit.eventually(lambda: sum(b.in_flight for b in member2) >= 1, timeout=10)
+        await testkit.eventually(lambda: sum(b.in_flight for b in member2) >= 1, timeout=10,
+                                 interval=0.02)
         in_flight = sum(b.in_flight for b in member2)
         started = time.monotonic()
         status = await p.update_load_balancer(web(member1 + member2, blocked=("member2",)))
         returned = time.monotonic()
         assert status.active == {"web:80": ("member1",)}
         assert status.draining == {"web:80": ("member2",)}
-        await lbkit.eventually(lambda: not p.draining(), timeout=10)
+        await testkit.eventually(lambda: not p.draining(), timeout=10, interval=0.02)
         drained = time.monotonic()
         served_by_member2 = sum(b.requests for b in member2)
         await traffic.wait_for(100)
@@ -122,11 +124,11 @@ async def test_drain_timeout_takes_a_busy_server_out(
     await p.ensure_load_balancer(web([slow]))
     held = asyncio.get_running_loop().create_task(lbkit.get(lb.port, HOST, "/?delay=4"))
     try:
-        await lbkit.eventually(lambda: slow.in_flight == 1, timeout=5)
+        await testkit.eventually(lambda: slow.in_flight == 1, timeout=5, interval=0.02)
         began = time.monotonic()
         status = await p.update_load_balancer(web([fast, slow], blocked=("member2",)))
         assert status.draining == {"web:80": ("member2",)}
-        await lbkit.eventually(lambda: not p.draining(), timeout=5)
+        await testkit.eventually(lambda: not p.draining(), timeout=5, interval=0.02)
         assert time.monotonic() - began >= 0.5
         assert p.drain_timeouts == 1
         assert slow.in_flight == 1  # taken out of the load balancer, not cut
@@ -150,7 +152,7 @@ async def test_restarted_haproxy_is_restored_by_the_monitor(
                        "api:80": lbkit.backend("api", "80", [api])},
                       blocked=("member2",), weights={"member1": 90})
     await p.ensure_load_balancer(spec)
-    await lbkit.eventually(lambda: not p.draining(), timeout=5)
+    await testkit.eventually(lambda: not p.draining(), timeout=5, interval=0.02)
     servers, maps = server_states(lb), map_entries(lb)
     assert len(servers) == 3 and sum(len(m) for m in maps.values()) == 4
 
@@ -159,7 +161,7 @@ async def test_restarted_haproxy_is_restored_by_the_monitor(
 
     async def serving() -> bool:
         return (await lbkit.get(lb.port, HOST, "/")).status == 200
-    await lbkit.eventually(serving, timeout=10)
+    await testkit.eventually(serving, timeout=10, interval=0.02)
     log.info("restart: traffic back %.0f ms after HAProxy answered again",
              (time.monotonic() - restarted) * 1000)
     await p.get_load_balancer("shop/web")  # waits for the monitor's re-apply to finish
@@ -197,7 +199,7 @@ async def test_delete_frees_the_slot(
     assert (await lbkit.get(lb.port, HOST, "/")).backend == "m1-a"
     await p.ensure_load_balancer_deleted("shop/web")
     assert (await lbkit.get(lb.port, HOST, "/")).status == 503
-    await lbkit.eventually(lambda: p.slots_in_use() == 0, timeout=5)
+    await testkit.eventually(lambda: p.slots_in_use() == 0, timeout=5, interval=0.02)
     assert map_entries(lb) == {name: set() for name in lb.layout.map_files}
     assert {s[4] for s in server_states(lb)} == {"maint"}
     # The freed slot serves the next MCI.
@@ -232,7 +234,7 @@ async def test_restarted_provider_adopts_haproxy_state(
     assert not [c for c in new.client.history if c.startswith("set server mci_slot_1/")]
     assert new.slot_of("shop/web", "web:80") == "mci_slot_1"
     assert (await lbkit.get(lb.port, "blog.example.com", "/")).status == 503
-    await lbkit.eventually(lambda: new.slots_in_use() == 1, timeout=5)
+    await testkit.eventually(lambda: new.slots_in_use() == 1, timeout=5, interval=0.02)
     assert [s for s in server_states(lb) if s[0] == "mci_slot_1"] == \
         [s for s in servers if s[0] == "mci_slot_1"]
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import lbkit
 import pytest
 
+import testkit
 from clusterhealth_mci.providers import base, fake
 from clusterhealth_mci.providers.haproxy import provider as haproxy_provider
 
@@ -62,7 +63,7 @@ class HAProxyHarness(Harness):
         return frozenset(r.backend for r in responses if r.backend)
 
     async def settle(self) -> None:
-        await lbkit.eventually(lambda: not self.haproxy.draining(), timeout=10)
+        await testkit.eventually(lambda: not self.haproxy.draining(), timeout=10, interval=0.02)
 
 
 @pytest.fixture(params=["fake", "haproxy"])

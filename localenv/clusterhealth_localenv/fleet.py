@@ -262,10 +262,11 @@ def rollout_steps(members: Sequence[str], timeout: float) -> list[Step]:
 def install_steps(members: Sequence[str], settings: FleetSettings = FleetSettings()
                   ) -> list[Step]:
     """Every command of the install, in the order :meth:`Fleet.install` runs them."""
-    steps = control_plane_steps()
-    steps.append(mci_credentials_namespace_step())
+    cp_steps = control_plane_steps()
+    steps = [*cp_steps[:5], mci_credentials_namespace_step()]
     for member in members:
         steps += mci_member_steps(member)
+    steps += cp_steps[5:]  # the MCI chart reads its credentials' namespace: after them
     for member in members:
         steps += [*agent_identity_steps(member), agent_token_step(member),
                   *agent_kubeconfig_steps(member), *agent_member_steps(member, settings)]
@@ -459,10 +460,10 @@ class Fleet:
         self.timings["2 register the members"] = time.monotonic() - began
         await self._timed("3 control plane", cp_steps[1:3])
         await self._timed("4 remedy controller", cp_steps[3:5])
-        await self._timed("5 MCI provider", cp_steps[5:7])
         await self._timed("5 MCI provider", [mci_credentials_namespace_step()])
         for member in members:
             await self._timed("5 MCI provider", mci_member_steps(member))
+        await self._timed("5 MCI provider", cp_steps[5:7])
         for member in members:
             await self._timed("6 agents", agent_identity_steps(member))
             token = await self._token(member)

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from clusterhealth_localenv import fleet
+from clusterhealth_localenv import environment, fleet
 
 STEPS = fleet.install_steps(["member1"])
 UNINSTALL = fleet.uninstall_steps(["member1"])
@@ -42,7 +42,8 @@ def test_what_the_local_environment_changes_is_only_images_timers_and_timeouts()
 
 
 def test_the_steps_follow_the_operations_order() -> None:
-    """CRDs, control plane, remedy controller, MCI provider, agents; checks last."""
+    """CRDs, control plane, remedy controller, MCI provider (its member identities and
+    their credentials before its chart), agents; checks last."""
     charts = [re.search(r"charts/([a-z-]+)", s.text) for s in STEPS
               if s.text.startswith("helm install")]
     order = [m.group(1) for m in charts if m]
@@ -59,7 +60,8 @@ def test_placeholders_are_replaced() -> None:
                       fleet.CA_PLACEHOLDER: "/tmp/ca.crt"})
     assert "--server=https://198.18.64.16:6443" in argv
     assert "--certificate-authority=/tmp/ca.crt" in argv
-    mci = next(s for s in STEPS if s.text.startswith("helm install clusterhealth-mci-provider "))
+    mci = next(s for s in STEPS if s.text.startswith("helm install clusterhealth-mci-provider ")
+               and s.cluster == environment.CONTROL_PLANE)
     words = mci.argv({})
     assert not any("registry.example.org" in w for w in words)
     assert words[-4:] == ["--set", "image.pullPolicy=Never", "--set",

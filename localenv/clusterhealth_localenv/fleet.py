@@ -91,6 +91,8 @@ class Step:
     decode_to: str | None = None
     """The page pipes the output through ``base64 -d`` into this file (in the working
     folder); the install waits until the output is not empty (a token controller)."""
+    exists_ok: bool = False
+    """The page says "unless it exists": an ``AlreadyExists`` answer is no failure."""
 
     def argv(self, substitutions: Mapping[str, str]) -> list[str]:
         """The command's words, placeholders replaced, ``drop`` left out, ``local`` added."""
@@ -228,7 +230,8 @@ def agent_member_steps(member: str, settings: FleetSettings) -> list[Step]:
     """Step 6 in the member: the namespace, the kubeconfig Secret, the agent (its README)."""
     timers = tuple(w for value in settings.agent_values for w in ("--set", value))
     return [
-        Step(f"kubectl --context {member} create namespace {NAMESPACE}", AGENT_README, member),
+        Step(f"kubectl --context {member} create namespace {NAMESPACE}", AGENT_README, member,
+             exists_ok=True),
         Step(f"kubectl --context {member} -n {NAMESPACE} create secret generic "
              f"clusterhealth-agent-karmada-kubeconfig --from-file=kubeconfig=agent-{member}"
              ".kubeconfig", AGENT_README, member),
@@ -418,7 +421,10 @@ class Fleet:
         deadline = time.monotonic() + 30
         while True:
             ran = await self.run(step.argv(self.substitutions()), stdin=step.stdin,
-                                 timeout=self.settings.rollout_timeout + 60)
+                                 timeout=self.settings.rollout_timeout + 60,
+                                 check=not step.exists_ok)
+            if step.exists_ok and ran.code != 0 and "(AlreadyExists)" not in ran.stderr:
+                raise FleetError(f"{step.text} failed ({ran.code}):\n{ran.stderr[-3000:]}")
             if step.decode_to is None:
                 return ran
             if ran.stdout.strip():

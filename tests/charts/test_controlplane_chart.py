@@ -191,8 +191,9 @@ def test_deployment_args(render: Render) -> None:
     documents = render()
     assert _container(documents, MANAGER)["args"] == [
         "--controllers=*", "--resync-period=5m", *FAILOVER_DEFAULTS,
-        # its own namespace is never propagated to the members
-        f"--skipped-propagating-namespaces={NAMESPACE}", "--workers=4",
+        # its own namespace and the MCI provider's credentials never reach the members
+        f"--skipped-propagating-namespaces={NAMESPACE},clusterhealth-mci-credentials",
+        "--workers=4",
         "--event-namespace=default", "--healthz-port=10357", *_leader_args(MANAGER)]
     assert _container(documents, SCHEDULER)["args"] == [
         "--plugins=*", "--workers=8", "--event-namespace=default", "--healthz-port=10351",
@@ -233,7 +234,7 @@ def test_the_args_are_the_components_flags(render: Render, tmp_path: pathlib.Pat
         a.split("=", 1)[0] for a in FAILOVER_DEFAULTS}
     # the chart's failover defaults are the component's own; its namespace is skipped
     assert loaded.options == options.Options(propagation=options.Propagation(
-        skipped_namespaces=(re.compile(NAMESPACE),)))
+        skipped_namespaces=(re.compile(NAMESPACE), re.compile("clusterhealth-mci-credentials"))))
 
 
 def test_failover_values_become_the_flags(render: Render, tmp_path: pathlib.Path) -> None:

@@ -314,12 +314,12 @@ async def _ready_replicas(cp: kube.ApiClient, name: str, count: int) -> bool:
 async def test_the_mci_providers_member_identity_reads_services_only(
         installed_fleet: fleet.Fleet) -> None:
     """``target=member`` in a member: the README's ServiceAccount and token may list Services
-    and EndpointSlices there, and nothing else (it is the identity a Cluster Secret holds)."""
+    and EndpointSlices there, and nothing else (the provider's member credential)."""
     env = installed_fleet.env
     for member in env.members:
         async with env.client(member) as admin:
             secret = await admin.get(resources.SECRETS, "clusterhealth-mci-provider-token",
-                                     namespace="karmada-cluster")
+                                     namespace=NAMESPACE)
         token = _decoded(secret, "token")
         credentials = config.Credentials(server=env.servers[member].url, ca_data=env.ca.cert_pem,
                                          token=token, source="mci-member-token")

@@ -99,9 +99,12 @@ async def serve(settings: mci_settings.MCISettings) -> None:
             # One HAProxy per replica (the chart's sidecar): standbys program theirs too.
             standby=settings.standby_programs,
         )
-        # HAProxy's runtime commands are fenced like the API writes: none after the Lease is lost
-        provider = make_provider(
-            settings, clock, replica.elector.check_fence if replica.elector is not None else None)
+        # A shared HAProxy's runtime commands are fenced like the API writes: none after the
+        # Lease is lost.  With one HAProxy per replica (--standby-programs) each replica is the
+        # only writer of its own, and a standby must program it: no fence there.
+        fence = (replica.elector.check_fence
+                 if replica.elector is not None and not settings.standby_programs else None)
+        provider = make_provider(settings, clock, fence)
         server = serving.HealthServer(registry, host=settings.bind_address,
                                       port=settings.healthz_port, tls=settings.tls)
         server.add_liveness("leader-election", replica.alive)

@@ -54,6 +54,11 @@ RESULT_SUCCESS = "success"
 RESULT_ERROR = "error"
 
 
+SLOT_TOLERANCE = 1e-6
+"""A slot this close is due: a timer may fire a rounding error before its deadline (a fake
+loop clock rounds), and waiting again for less than that could spin without time moving."""
+
+
 class Pacer:
     """Spaces evictions by a rate that can change at any time (no burst).
 
@@ -85,8 +90,8 @@ class Pacer:
             if rate > 0:
                 now = self.clock.monotonic()
                 slot = max(self._next, now)
-                if slot <= now:
-                    self._next = now + 1.0 / rate
+                if slot <= now + SLOT_TOLERANCE:
+                    self._next = max(slot, now) + 1.0 / rate
                     return
                 wait = slot - now
             with contextlib.suppress(TimeoutError):

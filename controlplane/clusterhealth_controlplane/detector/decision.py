@@ -30,7 +30,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_core.api import policy
 
@@ -56,8 +55,8 @@ PRIORITY_NAME = 3
 PRIORITY_LABELS = 2
 PRIORITY_KIND = 1
 
-RESERVED_NAMESPACES = vocabulary.RESERVED_NAMESPACES
-reserved = vocabulary.reserved
+RESERVED_NAMESPACES = binding.RESERVED_NAMESPACES
+reserved = binding.reserved
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,9 @@ from clusterhealth_core.kube import errors
 
 # Fake time (looptime): the runtime sleeps and times out on the loop's clock (the injected
 # clocks.Clock), so backoffs, deadlines and "no retry may come" waits pass at once, exactly.
-pytestmark = pytest.mark.looptime
+# each on a loop of its own: the session's loop runs other tests' background tasks, and fake
+# time moves only when its loop is idle
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 
 FAST = workqueue.RateLimit(backoff=retry.Backoff(initial=0.01, factor=2, maximum=0.05,
                                                  jitter=0, attempts=1_000_000))

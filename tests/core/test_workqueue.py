@@ -10,7 +10,9 @@ from clusterhealth_core import retry, workqueue
 
 # Fake time (looptime): the queue's delays are on the loop's clock, so the waits for them
 # (and for "nothing happens") pass at once, exactly.
-pytestmark = pytest.mark.looptime
+# each on a loop of its own: the session's loop runs other tests' background tasks, and fake
+# time moves only when its loop is idle
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 
 
 async def test_a_waiting_key_is_queued_once() -> None:

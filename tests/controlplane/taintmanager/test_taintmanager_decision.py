@@ -217,6 +217,7 @@ def test_the_guard_condition_says_why() -> None:
 
 
 @pytest.mark.looptime
+@pytest.mark.asyncio(loop_scope="function")  # fake time needs a loop of its own
 async def test_the_pacer_spaces_evictions_and_stops_at_rate_zero() -> None:
     loop = asyncio.get_running_loop()
     pacer = controller.Pacer(clocks.Clock())
@@ -242,6 +243,7 @@ async def test_the_pacer_spaces_evictions_and_stops_at_rate_zero() -> None:
 
 
 @pytest.mark.looptime
+@pytest.mark.asyncio(loop_scope="function")  # fake time needs a loop of its own
 async def test_the_pacer_is_shared_by_concurrent_workers() -> None:
     loop = asyncio.get_running_loop()
     pacer = controller.Pacer(clocks.Clock())

@@ -12,9 +12,11 @@ import asyncio
 import pathlib
 import time
 import uuid
+from typing import Any
 
 import agentfleet as c
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import dns, environment
@@ -61,10 +63,25 @@ def _rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-async def _leader_rss(fleet: c.Fleet, cp: kube.ApiClient, node: str) -> tuple[float, str]:
-    """Start the agent on ``node``, wait for its report, settle; its RSS and the message."""
+def _node_lists(env: environment.LocalEnvironment) -> list[dict[str, Any]]:
+    """The agents' list requests for Nodes that the member's API server answered."""
+    return [e for e in env.audit_events(c.MEMBER)
+            if e.get("verb") == "list" and e.get("objectRef", {}).get("resource") == "nodes"
+            and e.get("userAgent", "").startswith("clusterhealth-agent")
+            and e["stage"] == "ResponseComplete"]
+
+
+async def _leader_rss(fleet: c.Fleet, cp: kube.ApiClient, node: str,
+                      lists: int) -> tuple[float, str]:
+    """Start the agent on ``node``; once it has listed ``lists`` pages more and reported,
+    settle; its RSS and the message.  (The condition is still True from an earlier run,
+    so its status alone does not say the new leader has loaded its cache.)"""
+    before = len(_node_lists(fleet.env))
     agent = fleet.start_agent(node)
     try:
+        await testkit.eventually(
+            lambda: len(_node_lists(fleet.env)) >= before + lists, timeout=180, interval=1.0,
+            what=f"the leader's {lists} Node list page(s) in the audit log")
         condition, _ = await c.wait_condition(cp, "True", timeout=60)
         await asyncio.sleep(5)  # a few report periods with the full cache
         assert agent.proc.poll() is None
@@ -89,19 +106,16 @@ async def test_leader_pages_the_node_list_and_keeps_a_small_cache(
         await asyncio.to_thread(server.start)
         fleet = c.Fleet(audited_env, [own], {own: server}, {}, python, python_env, tmp_path)
         try:
-            alone, _ = await _leader_rss(fleet, cp, own)
+            alone, _ = await _leader_rss(fleet, cp, own, lists=1)
             await _make_nodes(member, crowd)
-            crowded, message = await _leader_rss(fleet, cp, own)
+            crowded, message = await _leader_rss(fleet, cp, own, lists=(NODES + 1) // PAGE)
         finally:
             await asyncio.to_thread(server.stop)
             await asyncio.gather(*(member.delete(resources.NODES, n, missing_ok=True)
                                    for n in [own, *crowd[:200]]))
     # The verdict came from the one Ready node; the 2,000 NotReady ones do not count.
     assert "1/1 Ready nodes" in message, message
-    lists = [e for e in audited_env.audit_events(c.MEMBER)
-             if e.get("verb") == "list" and e.get("objectRef", {}).get("resource") == "nodes"
-             and e.get("userAgent", "").startswith("clusterhealth-agent")
-             and e["stage"] == "ResponseComplete"]
+    lists = _node_lists(audited_env)
     pages = [e for e in lists if "continue=" in e["requestURI"]]
     assert len(pages) >= NODES // PAGE - 1, [e["requestURI"] for e in lists]
     assert all(f"limit={PAGE}" in e["requestURI"] for e in lists)

@@ -16,6 +16,10 @@
   from the caches (a taint removed meanwhile cancels it) and writes the
   binding once: an update guarded by ``resourceVersion`` (a conflict
   re-reads the binding and decides again).
+* An eviction from a Cluster seen turning unready less than
+  :func:`decision.storm_window` ago is asked again once the window is over
+  (:func:`decision.hold`): Clusters cut off together turn unready up to one
+  probe period apart, and the guard must count them all before anything goes.
 * The storm guard is recomputed on every Cluster change (incremental counts);
   a change sets ``clusterhealth_eviction_storm_guard`` /
   ``clusterhealth_unhealthy_cluster_fraction``, the pacer's rate, and
@@ -123,6 +127,9 @@ class TaintManager:
         self.targets: dict[str, frozenset[str]] = {}
         """Binding key -> its target clusters."""
         self.readiness: dict[str, bool] = {}
+        self.unready_since: dict[str, float] = {}
+        """Cluster name -> when (monotonic) it was seen turning unready; see decision.hold."""
+        self.window = decision.storm_window(context.options.health.update_frequency)
         self.unhealthy = 0
         self.guard = decision.guard((), self.options.unhealthy_cluster_threshold)
         self.due: dict[str, float] = {}
@@ -178,6 +185,12 @@ class TaintManager:
             now = decision.ready(obj)
             self.readiness[name] = now
             self.unhealthy += 0 if now else 1
+            if was is True and not now:
+                self.unready_since[name] = self.clock.monotonic()
+            elif now:
+                self.unready_since.pop(name, None)
+        else:
+            self.unready_since.pop(name, None)
         before = self.guard
         self.guard = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
         if self.guard != before:
@@ -269,6 +282,10 @@ class TaintManager:
         now = self.clock.now()
         found = decision.plan(binding, self.clusters.store, now)
         if found.due:
+            wait = decision.hold(found.due, self.unready_since, self.window,
+                                 self.clock.monotonic())
+            if wait > 0:  # the rest of an outage may not have been counted yet
+                return reconcile.Result(requeue_after=wait)
             if key not in self.due:
                 self.due[key] = self.clock.monotonic()
                 self.metrics.eviction_queue_depth.set(len(self.due))

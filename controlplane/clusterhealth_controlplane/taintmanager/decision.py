@@ -33,7 +33,12 @@ not ``True``, a Cluster without the condition included) at once, the fault is
 most likely the control plane's own network, so evictions run at
 ``--secondary-eviction-rate`` (0: not at all) until it lifts.  It shows as the
 condition :data:`CONDITION` on every NoExecute-tainted Cluster (see
-:func:`guard_condition`).
+:func:`guard_condition`).  Clusters cut off together do not turn unready in the
+same instant: each is probed on its own period, so their ``Ready`` turns False
+up to one ``--cluster-status-update-frequency`` apart (plus write latency).
+An eviction from a cluster that turned unready less than :func:`storm_window`
+ago therefore waits out the window (:func:`hold`), so that the guard has
+counted the rest of the outage before anything leaves.
 """
 
 from __future__ import annotations
@@ -295,6 +300,27 @@ def guard(readiness: Iterable[bool], threshold: float) -> Guard:
     """The guard over the Clusters' readiness (True: Ready)."""
     states = list(readiness)
     return Guard(sum(1 for r in states if not r), len(states), threshold)
+
+
+STORM_SLACK = 2.0
+"""Seconds on top of one probe period for the other Clusters' ``Ready`` writes to arrive."""
+
+
+def storm_window(update_frequency: float) -> float:
+    """How far apart Clusters failing together may turn unready: one probe period + slack."""
+    return update_frequency + STORM_SLACK
+
+
+def hold(clusters: Iterable[str], unready_since: Mapping[str, float], window: float,
+         now: float) -> float:
+    """Seconds an eviction from ``clusters`` waits for the guard to see the outage whole.
+
+    ``unready_since`` holds when (monotonic) each Cluster was seen turning
+    unready; a Cluster unready from the start, or Ready again, is not in it.
+    0: evict now.
+    """
+    waits = [unready_since[name] + window - now for name in clusters if name in unready_since]
+    return max([0.0, *waits])
 
 
 def rate(held: bool, normal: float, secondary: float) -> float | None:

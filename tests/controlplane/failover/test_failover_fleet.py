@@ -175,9 +175,10 @@ async def test_seed_001_duplicated_failover_stays_within_the_spread_limits(
 async def test_a_flap_shorter_than_the_threshold_moves_nothing(
         fleet: environment.LocalEnvironment, scheduler: None) -> None:
     """The member's API server is down for a few seconds (a restart takes that long here),
-    under a failure threshold of 20 s: no condition change, no taint, nothing moves."""
+    under a failure threshold of 40 s: no condition change, no taint, nothing moves.
+    (The restart took 17 s in one loaded full run; 40 s keeps the flap well short of it.)"""
     timers = dataclasses.replace(TIMERS, health=dataclasses.replace(
-        TIMERS.health, failure_threshold=20.0))
+        TIMERS.health, failure_threshold=40.0))
     async with fleet.client() as cp, cpkit.running(cp, tuple(controllers.NAMES),
                                                    failover=timers):
         await wait_clusters(cp, {m: "True" for m in MEMBERS})

@@ -274,3 +274,18 @@ def test_ready_derived_taints_on_a_ready_cluster_evict_nothing(
         key: str, ready: str | None, stands: bool) -> None:
     found = decision.no_execute_taints(cluster("m1", taint(key), ready=ready))
     assert bool(found) is stands
+
+
+@pytest.mark.parametrize(("clusters", "since", "now", "wait"), [
+    (["m1"], {"m1": 10.0}, 10.5, 2.0),               # turned unready 0.5 s ago: 2.5 s window
+    (["m1"], {"m1": 10.0}, 12.5, 0.0),               # the window is over
+    (["m1"], {"m1": 10.0}, 20.0, 0.0),
+    (["m1"], {}, 10.0, 0.0),                        # unready from the start, or a policy taint
+    (["m1", "m2"], {"m1": 10.0, "m2": 11.0}, 11.0, 2.5),  # the latest of them
+    ([], {"m1": 10.0}, 10.0, 0.0),
+])
+def test_an_eviction_waits_for_the_rest_of_an_outage_to_be_counted(
+        clusters: list[str], since: dict[str, float], now: float, wait: float) -> None:
+    window = decision.storm_window(0.5)
+    assert window == 0.5 + decision.STORM_SLACK
+    assert decision.hold(clusters, since, window, now) == pytest.approx(wait)

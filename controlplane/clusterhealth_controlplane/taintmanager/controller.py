@@ -113,8 +113,8 @@ class TaintManager:
         self.api = term.api
         self.clock = term.clock
         self.options = context.options.eviction
-        self.settle = context.options.health.success_threshold + \
-            context.options.health.update_frequency
+        self.settle = decision.resume_delay(context.options.health.success_threshold,
+                                            context.options.health.update_frequency)
         """After the storm guard lifts, evictions wait this long: the other clusters of the
         storm are most likely recovering too, and report Ready within it."""
         self._resume: asyncio.TimerHandle | None = None

@@ -311,6 +311,16 @@ def storm_window(update_frequency: float) -> float:
     return update_frequency + STORM_SLACK
 
 
+def resume_delay(success_threshold: float, update_frequency: float) -> float:
+    """How long held evictions wait after the storm guard lifts.
+
+    The guard lifts with the first Clusters of the storm Ready again; the rest,
+    back together with them, turn Ready up to :func:`storm_window` later (each
+    after its success threshold), and must not lose their bindings meanwhile.
+    """
+    return success_threshold + storm_window(update_frequency)
+
+
 def hold(clusters: Iterable[str], unready_since: Mapping[str, float], window: float,
          now: float) -> float:
     """Seconds an eviction from ``clusters`` waits for the guard to see the outage whole.

@@ -289,3 +289,13 @@ def test_an_eviction_waits_for_the_rest_of_an_outage_to_be_counted(
     window = decision.storm_window(0.5)
     assert window == 0.5 + decision.STORM_SLACK
     assert decision.hold(clusters, since, window, now) == pytest.approx(wait)
+
+
+@pytest.mark.parametrize(("success", "frequency", "delay"), [
+    (1.0, 0.5, 3.5),     # the bench's timers: the storm's last Clusters came back 2.3 s late
+    (30.0, 10.0, 42.0),  # the shipped defaults
+    (0.0, 0.0, decision.STORM_SLACK),
+])
+def test_evictions_resume_once_the_rest_of_the_storm_can_be_ready(
+        success: float, frequency: float, delay: float) -> None:
+    assert decision.resume_delay(success, frequency) == pytest.approx(delay)

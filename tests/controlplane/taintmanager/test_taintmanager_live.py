@@ -32,7 +32,7 @@ UNREACHABLE = "example.com/unreachable"
 UNLIMITED = options.Options(
     eviction=options.Eviction(rate=0.0, secondary_rate=0.0, unhealthy_cluster_threshold=0.55,
                               workers=4),
-    # after the storm guard lifts, evictions wait success threshold + probe period
+    # after the storm guard lifts, evictions wait success threshold + probe period + 2 s
     health=options.ClusterHealth(success_threshold=1.0, update_frequency=0.5))
 
 

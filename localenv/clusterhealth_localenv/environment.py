@@ -39,6 +39,7 @@ import logging
 import pathlib
 import secrets
 import shutil
+import signal
 import ssl
 import tempfile
 import time
@@ -288,6 +289,18 @@ class LocalEnvironment:
         if kill:
             server.process.kill()
         await server.process.stop()
+
+    def pause_server(self, name: str) -> None:
+        """Freeze one API server (SIGSTOP): nothing answers, as in a partition.
+
+        Connections still open but no request is answered, as when the network
+        between the server and its clients drops every packet.
+        """
+        self.servers[name].process.kill(signal.SIGSTOP)
+
+    def resume_server(self, name: str) -> None:
+        """Let a paused API server run again (SIGCONT): it answers at once."""
+        self.servers[name].process.kill(signal.SIGCONT)
 
     async def start_server(self, name: str) -> None:
         """Start a stopped API server again on the same address and wait for it."""

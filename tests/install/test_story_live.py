@@ -212,13 +212,18 @@ async def test_agent_upgrade_rolls_the_daemonset_without_the_condition_flapping(
             await kit.wait_for("the rolled DaemonSet settled", lambda: _daemonset_settled(member),
                                timeout=120)
             rolled = time.monotonic() - began
+            new_pods = await _agent_pods(member)
+            names = {p["metadata"]["name"] for p in new_pods}
+
+            async def new_leader() -> bool:
+                return await kit.lease_holder(member, AGENT_LEASE) in names
+            # a leader stopped without releasing the Lease is replaced one lease
+            # duration later
+            await kit.wait_for("a new Pod holding the agent's Lease", new_leader, timeout=60)
             await asyncio.sleep(10)  # the new leader's first reports
-        new_pods = await _agent_pods(member)
-        assert not old_pods & {p["metadata"]["name"] for p in new_pods}
+        assert not old_pods & names
         for pod in new_pods:
             assert "--detect-success-threshold=8s" in pod["spec"]["containers"][0]["args"]
-        assert await kit.lease_holder(member, AGENT_LEASE) in {
-            p["metadata"]["name"] for p in new_pods}
     seen = kit.statuses(watched.versions, DNS)
     assert {status for status, _ in seen} == {"True"}, seen
     assert len({transition for _, transition in seen}) == 1, seen

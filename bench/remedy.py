@@ -638,7 +638,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Latency: time from just before the condition write (the agent's status writer: "
             "a server-side apply on this API) until a watch on the Cluster delivers the new "
             "remedyActions; half the flips raise TrafficControl, half clear it. One "
-            "controller; a warm-up flip (not recorded) first waits for it to be up.",
+            "controller; a warm-up flip (not recorded) first waits for it to be up."
+            + (f" Each controller in {options.latency_blocks} blocks of {options.flips} flips "
+               "(one Cluster, one Remedy, a controller started per block, 2 workers), the "
+               "controllers alternating block by block on one API server; p50 and p99 over "
+               "all the flips of a controller, and per block."
+               if options.latency_blocks > 0 else ""),
             "Scale, per CLUSTERS x REMEDIES: REMEDIES-1 Remedies name an equal group of "
             "Clusters each and match DNS=False (every 7th Cluster); the last Remedy covers "
             "every Cluster and at first matches nothing; changing its match to DNS NotEqual "
@@ -656,6 +661,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if karmada is not None else
             "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
+        if options.baseline_tree is not None:
+            notes.append(f"\"ours, baseline tree\": our controller run from the sources of "
+                         f"{options.baseline_tree} (before the change measured), alternating "
+                         "with the others in the same run.")
         command = report.command_line("bench.remedy", args)
         body = report.section(options.section, figures, notes, command)
         report.write_section(options.markdown, options.section, body)

@@ -56,6 +56,8 @@ class Implementation:
     name: str
     argv: Callable[[environment.LocalEnvironment, int], list[str]]
     """``(environment, workers) -> argv`` of one controller process."""
+    tree: pathlib.Path | None = None
+    """Another checkout whose sources the process runs (``--baseline-tree``); None: this one."""
 
     def start(self, env: environment.LocalEnvironment, workers: int, log: pathlib.Path
               ) -> subprocess.Popen[bytes]:
@@ -63,6 +65,9 @@ class Implementation:
         child = takeover.child_env()
         # the repository root too: the kopf prototype lives in bench/
         child["PYTHONPATH"] = os.pathsep.join([str(takeover.REPO), child["PYTHONPATH"]])
+        if self.tree is not None:
+            child["PYTHONPATH"] = os.pathsep.join(
+                str(self.tree / folder) for folder in takeover.SOURCE_FOLDERS)
         with log.open("ab") as out:
             return subprocess.Popen(self.argv(env, workers), stdout=out,
                                     stderr=subprocess.STDOUT, env=child)
@@ -93,8 +98,10 @@ def _bare(env: environment.LocalEnvironment, workers: int) -> list[str]:
 
 BARE = Implementation("bare", _bare)
 """The controller's writes with no controller (``bench.bare_writes``): the API server's floor."""
+BASELINE = "baseline"
+"""The name of our controller run from ``--baseline-tree`` (before a change)."""
 WHO = {"ours": "ours", "ours-httpx": "ours on httpx", "karmada": "Karmada, unthrottled",
-       "bare": "bare writes (floor)"}
+       "bare": "bare writes (floor)", BASELINE: "ours, baseline tree"}
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -202,6 +209,50 @@ def latency_figure(samples: Sequence[float]) -> report.Figure:
     return report.Figure(
         f"reaction latency, condition write -> remedyActions (p99 {p99:.0f} ms)",
         tuple(samples), "ms", "p99 < 200 ms", "pass" if p99 < 200 else "FAIL")
+
+
+def latency_compare_figures(blocks: Mapping[str, list[list[float]]]) -> list[report.Figure]:
+    """Per controller: p50 and p99 over all blocks; ours (and the baseline) / Karmada."""
+    figures: list[report.Figure] = []
+    flat = {name: [t for block in done for t in block] for name, done in blocks.items()}
+    for name, samples in flat.items():
+        who = WHO.get(name, name)
+        figures += [
+            report.Figure(f"reaction latency, {who}: every flip", tuple(samples), "ms"),
+            report.Figure(f"reaction latency, {who}: p50 per block",
+                          tuple(percentile(b, 0.5) for b in blocks[name]), "ms"),
+            report.Figure(f"reaction latency, {who}: p99 per block",
+                          tuple(percentile(b, 0.99) for b in blocks[name]), "ms"),
+        ]
+    if "karmada" in flat:
+        for name in (OURS.name, BASELINE):
+            if name not in flat:
+                continue
+            for label, q in (("p50", 0.5), ("p99", 0.99)):
+                ratio = percentile(flat[name], q) / percentile(flat["karmada"], q)
+                figures.append(report.Figure(
+                    f"reaction latency {label}, {WHO[name]} / Karmada (all flips)", (ratio,),
+                    "x", "<= 1" if name == OURS.name else "-",
+                    ("pass" if ratio <= 1 else "FAIL") if name == OURS.name else "recorded"))
+    return figures
+
+
+async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: int,
+                          tmp: pathlib.Path) -> list[report.Figure]:
+    """``blocks`` blocks of ``flips`` flips per controller, alternating, on one environment."""
+    done: dict[str, list[list[float]]] = {impl.name: [] for impl in impls}
+    async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
+        for index in range(blocks):
+            order = impls if index % 2 == 0 else tuple(reversed(impls))
+            for impl in order:
+                takeover.progress(f"reaction latency: {impl.name}, block {index + 1}/{blocks}, "
+                                  f"{flips} flips")
+                samples = await latency_samples(env, impl, flips, tmp,
+                                                tag=f"latency-{impl.name}-{index}")
+                takeover.progress(f"{impl.name}: p50 {percentile(samples, 0.5):.1f} ms, "
+                                  f"p99 {percentile(samples, 0.99):.1f} ms")
+                done[impl.name].append(samples)
+    return latency_compare_figures(done)
 
 
 # --- scale ------------------------------------------------------------------------------------
@@ -404,6 +455,11 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
             f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
             [t for r in runs[OURS_HTTPX.name] for t in r.after_change],
             [t for r in runs["karmada"] for t in r.after_change], None))
+    if "karmada" in runs and BASELINE in runs:
+        figures.append(_ratio_figure(
+            f"{scale.label}: change convergence, {WHO[BASELINE]} / Karmada (medians)",
+            [t for r in runs[BASELINE] for t in r.after_change],
+            [t for r in runs["karmada"] for t in r.after_change], None))
     if BARE.name in runs:
         figures.append(_ratio_figure(
             f"{scale.label}: change convergence, ours / bare writes (medians)",
@@ -484,20 +540,28 @@ async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
     impls: tuple[Implementation, ...] = (OURS, OURS_HTTPX) if options.httpx else (OURS,)
     if options.floor:
         impls += (BARE,)
+    if options.baseline_tree is not None:
+        impls += (dataclasses.replace(OURS, name=BASELINE, tree=options.baseline_tree),)
     if karmada is not None:
         impls += (_karmada(karmada),)
     runtime.python()  # made now if missing: its pip install must not count as a start
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         figures: list[report.Figure] = []
-        if options.flips > 0:
+        if options.flips > 0 and options.latency_blocks > 0:
+            latency_impls = [i for i in impls if i.name in (OURS.name, BASELINE, "karmada")]
+            figures += await measure_latency(latency_impls, options.flips,
+                                             options.latency_blocks, pathlib.Path(tmp))
+        elif options.flips > 0:
             async with environment.LocalEnvironment(
                     environment.EnvironmentConfig(members=())) as env:
                 takeover.progress(f"reaction latency over {options.flips} flips")
                 figures.append(latency_figure(
                     await latency_samples(env, OURS, options.flips, pathlib.Path(tmp))))
-        more, _ = await measure_scales(options.scales, impls, options.rounds, options.changes,
-                                       pathlib.Path(tmp))
-    return figures + more
+        if options.scale:
+            more, _ = await measure_scales(options.scales, impls, options.rounds,
+                                           options.changes, pathlib.Path(tmp))
+            figures += more
+    return figures
 
 
 def karmada_binary(options: argparse.Namespace) -> pathlib.Path | None:
@@ -542,6 +606,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "built from --peer")
     parser.add_argument("--peer", type=pathlib.Path, default=takeover.REPO.parent / "shared/peer",
                         help="the peer harness folder (default ../shared/peer)")
+    parser.add_argument("--latency-blocks", type=int, default=0,
+                        help="measure the reaction latency of every controller (ours, the "
+                             "baseline tree, Karmada's) in this many alternating blocks of "
+                             "--flips flips each (default 0: ours alone, one block)")
+    parser.add_argument("--baseline-tree", type=pathlib.Path, default=None,
+                        help="another checkout of this repository whose controller runs "
+                             "beside ours (before/after a change, in the same run)")
+    parser.add_argument("--no-scale", dest="scale", action="store_false",
+                        help="measure the reaction latency only")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     parser.add_argument("--section", default=SECTION_TITLE,
                         help="the Markdown section to write (another title keeps this one)")
@@ -554,6 +627,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
     elif options.remedies is not None:
         parser.error("--remedies needs --clusters")
+    if options.baseline_tree is not None and not (options.baseline_tree / "remedy").is_dir():
+        parser.error(f"--baseline-tree {options.baseline_tree}: not a checkout of this "
+                     "repository (no remedy/)")
     karmada = karmada_binary(options)
     figures = asyncio.run(measure(options, karmada))
     print(report.text_table(figures))
@@ -562,7 +638,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Latency: time from just before the condition write (the agent's status writer: "
             "a server-side apply on this API) until a watch on the Cluster delivers the new "
             "remedyActions; half the flips raise TrafficControl, half clear it. One "
-            "controller; a warm-up flip (not recorded) first waits for it to be up.",
+            "controller; a warm-up flip (not recorded) first waits for it to be up."
+            + (f" Each controller in {options.latency_blocks} blocks of {options.flips} flips "
+               "(one Cluster, one Remedy, a controller started per block, 2 workers), the "
+               "controllers alternating block by block on one API server; p50 and p99 over "
+               "all the flips of a controller, and per block."
+               if options.latency_blocks > 0 else ""),
             "Scale, per CLUSTERS x REMEDIES: REMEDIES-1 Remedies name an equal group of "
             "Clusters each and match DNS=False (every 7th Cluster); the last Remedy covers "
             "every Cluster and at first matches nothing; changing its match to DNS NotEqual "
@@ -580,6 +661,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if karmada is not None else
             "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
+        if options.baseline_tree is not None:
+            notes.append(f"\"ours, baseline tree\": our controller run from the sources of "
+                         f"{options.baseline_tree} (before the change measured), alternating "
+                         "with the others in the same run.")
         command = report.command_line("bench.remedy", args)
         body = report.section(options.section, figures, notes, command)
         report.write_section(options.markdown, options.section, body)

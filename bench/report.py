@@ -50,8 +50,8 @@ class Figure:
         """A value with its unit (seconds to 10 ms, MiB to 1 MiB)."""
         if self.unit == "s":
             return f"{value:.2f} s"
-        if self.unit == "ms":
-            return f"{value:.0f} ms"
+        if self.unit == "ms":  # a tenth below 100 ms: reaction latencies differ by that
+            return f"{value:.1f} ms" if abs(value) < 100 else f"{value:.0f} ms"
         if self.unit == "x":
             return f"{value:.2f}x"
         if self.unit == "ms/write":

@@ -8,22 +8,23 @@ share one term of leadership (:class:`clusterhealth_core.runner.Term`):
   whose (old or new) affinity covers it changes, when someone else disturbs
   the fields this controller owns, and on every resync.  A reconcile
   recomputes the decision from the caches (:mod:`clusterhealth_remedy.decision`)
-  — clearing happens by recomputation, never by remembering — and
-  server-side-applies only ``remedyActions`` and ``remedyActionSources``
-  (field manager ``clusterhealth-remedy``), so the agent's and the
-  cluster-status controller's conditions are never touched.
+  — clearing happens by recomputation, never by remembering — and writes
+  only ``remedyActions`` and ``remedyActionSources`` (field manager
+  ``clusterhealth-remedy``), so the agent's and the cluster-status
+  controller's conditions are never touched.  The write is a JSON merge
+  patch naming exactly these two fields (``null`` removes one), an
+  ``Update`` in ``managedFields`` as Karmada's controller writes: it costs
+  the API server less than a server-side apply (decision 0008).
 * ``remedy-status``, keyed by Remedy: the clusters it acts on (with the
   matched condition), whether every named cluster exists, and whether its
   spec can ever act at all; derived from the latest decisions.
 
-**Handover.**  Server-side apply removes only fields this manager owns, so
-``remedyActions`` written by another field manager (Karmada's controller,
-before the user switched to this one) would survive an apply of ``{}``.
-When the live value differs from the computed one and another manager owns
-part of it, the controller first writes the computed value with a JSON merge
-patch of the status (guarded by the cached resourceVersion: a concurrent
-write makes it fail and retry), which takes the fields from every other
-manager, then applies as usual.
+**Handover.**  When the live value differs from the computed one and
+another manager owns part of it (Karmada's controller, before the user
+switched to this one), the merge patch is guarded by the cached
+resourceVersion (a concurrent write makes it fail and retry), and a
+server-side apply follows, so that this manager owns the fields even where
+the value was already right (an ``Update`` takes over only what it changes).
 
 **Rejected writes.**  A 422 on one of our own status writes is a bug (every
 message is bounded, every list capped), not a transient error: it is logged,
@@ -202,6 +203,8 @@ class RemedyController:
         self._first_pass: set[str] = set()
         """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
         self._first_pass_done = asyncio.Event()
+        self._writing: dict[str, dict[str, Any]] = {}
+        """Cluster to the status it is being written (its echo needs no reconcile)."""
         self._status_due: dict[str, float] = {}
         """Remedy to when its status was first held back for busy Clusters (monotonic)."""
         self.change_log = floodlog.SampledLog(log, "cluster change(s)", clock=term.clock)
@@ -235,9 +238,18 @@ class RemedyController:
             event == "ADDED"
             or condition_statuses(obj) != condition_statuses(old)
             or known is None
-            or owned_status(obj) != decision.status_patch(known)
+            or self._disturbed(name, owned_status(obj), known)
         ):
             self.cluster_controller.enqueue(name)
+
+    def _disturbed(self, name: str, owned: Mapping[str, Any], known: decision.Decision) -> bool:
+        """Whether our fields on a Cluster differ from what we decided (or are writing).
+
+        The echo of our own write often arrives before the write's answer, that
+        is before the decision is recorded: it matches the status in flight
+        and needs no reconcile.
+        """
+        return owned != decision.status_patch(known) and owned != self._writing.get(name)
 
     def _queue_remedies_naming(self, cluster_name: str) -> None:
         for name in self.remedy_index.naming(cluster_name):
@@ -296,15 +308,20 @@ class RemedyController:
         before = sources_of(obj)
         if self.cluster_writer.supported(owned_status(obj)) != desired:
             others = foreign_owners(obj)
+            self._writing[name] = decision.status_patch(result)
             try:
-                if others:
+                if not others:
+                    await self.cluster_writer.merge(name, desired)
+                else:
                     await self._take_over(obj, desired, others)
-                if desired or not others:
-                    await self.cluster_writer.write(name, desired)
+                    if desired:  # and own them as the server-side apply of old did
+                        await self.cluster_writer.write(name, desired)
             except errors.NotFound:
                 return None  # deleted meanwhile: its DELETED event re-queues what matters
             except errors.Invalid as exc:
                 raise self._rejected(metrics.KIND_CLUSTER, name, exc) from exc
+            finally:
+                del self._writing[name]
             self._record_changes(obj, before, result, others)
         previous = self.decisions.put(result)
         self.metrics.set_actions(name, result.actions)
@@ -319,17 +336,13 @@ class RemedyController:
 
     async def _take_over(self, obj: Mapping[str, Any], desired: Mapping[str, Any],
                          others: list[str]) -> None:
-        """Write ``desired`` over fields other managers own (a merge patch: no owners kept)."""
+        """Write ``desired`` over fields other managers own (guarded by the cached version)."""
         name = str(obj["metadata"]["name"])
         log.info("cluster %s: remedy fields owned by %s; writing the computed value over them",
                  name, ", ".join(others))
-        await self.api.patch(
-            resources.CLUSTERS, name,
-            {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-             "status": {field: desired.get(field) for field in OWNED_FIELDS
-                        if self.cluster_writer is None
-                        or field not in self.cluster_writer.unsupported}},
-            subresource="status", patch_type="merge", field_manager=FIELD_MANAGER)
+        assert self.cluster_writer is not None
+        await self.cluster_writer.merge(name, desired,
+                                        resource_version=obj["metadata"]["resourceVersion"])
 
     def _record_changes(self, obj: Mapping[str, Any], before: Mapping[str, tuple[str, ...]],
                         result: decision.Decision, others: list[str]) -> None:

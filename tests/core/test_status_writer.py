@@ -154,6 +154,42 @@ async def test_undeclared_fields_are_left_out_and_reported(
     assert not (await cp.get(LISTMAP, name)).get("status")
 
 
+async def test_a_merge_patch_sets_only_its_fields_and_takes_them_over(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name = f"m-{uuid.uuid4().hex[:6]}"
+    await cp.create(LISTMAP, {"apiVersion": f"{GROUP}/v1", "kind": "ListMap",
+                              "metadata": {"name": name}})
+    kind = test_kinds["listmaps"]
+    agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
+                                frozenset({"DNSReady"}))
+    await agent.write(name, {"conditions": [_condition("DNSReady", "True")]})
+    other = status.StatusWriter(cp, kind, "karmada", frozenset({"actions"}))
+    await other.write(name, {"actions": ["Old"]})
+    remedy = status.StatusWriter(cp, kind, "remedy", frozenset({"actions", "sources"}))
+    with pytest.raises(ValueError, match="conditions"):
+        await agent.merge(name, {})
+
+    written = await remedy.merge(name, {"actions": ["TrafficControl"], "sources": [{"a": 1}]})
+    assert written is not None
+    assert written["status"]["actions"] == ["TrafficControl"]
+    assert "sources" not in written["status"]  # undeclared: left out
+    assert [c["type"] for c in written["status"]["conditions"]] == ["DNSReady"]
+    owners = {e["manager"]: e for e in written["metadata"]["managedFields"]
+              if "f:actions" in (e.get("fieldsV1") or {}).get("f:status", {})}
+    assert set(owners) == {"remedy"} and owners["remedy"]["operation"] == "Update"
+
+    stale = written["metadata"]["resourceVersion"]
+    await agent.write(name, {"conditions": [_condition("DNSReady", "False")]})
+    with pytest.raises(errors.Conflict):
+        await remedy.merge(name, {}, resource_version=stale)
+    await remedy.merge(name, {})  # absent fields are removed, the others' stay
+    final = await cp.get(LISTMAP, name)
+    assert "actions" not in final["status"]
+    assert [c["status"] for c in final["status"]["conditions"]] == ["False"]
+    with pytest.raises(errors.NotFound):
+        await remedy.merge("no-such-object", {})
+
+
 async def test_without_a_status_subresource_status_goes_through_the_object(
         test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
     name = f"p-{uuid.uuid4().hex[:6]}"

@@ -77,3 +77,16 @@ def test_scale_parse(text: str, scale: remedy.Scale) -> None:
 def test_scale_parse_refuses(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         remedy.Scale.parse(text)
+
+
+@pytest.mark.parametrize(("ours", "verdict"), [([5.0, 6.0, 7.0, 20.0], "pass"),
+                                               ([8.0, 9.0, 10.0, 30.0], "FAIL")])
+def test_reaction_latency_ratios_against_karmada(ours: list[float], verdict: str) -> None:
+    blocks = {"ours": [ours[:2], ours[2:]], "baseline": [[9.0, 9.0], [9.0, 40.0]],
+              "karmada": [[6.0, 7.0], [7.0, 25.0]]}
+    found = {f.name: f for f in remedy.latency_compare_figures(blocks)}
+    assert found["reaction latency p50, ours / Karmada (all flips)"].verdict == verdict
+    assert found["reaction latency p99, ours / Karmada (all flips)"].verdict == verdict
+    assert found["reaction latency p50, ours, baseline tree / Karmada (all flips)"].samples \
+        == (9.0 / 7.0,)
+    assert found["reaction latency, ours: p99 per block"].samples == (ours[1], ours[3])

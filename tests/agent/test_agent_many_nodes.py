@@ -9,7 +9,6 @@ limit with room to spare (the figure itself is in the benchmarks).
 from __future__ import annotations
 
 import asyncio
-import json
 import pathlib
 import time
 import uuid
@@ -65,21 +64,11 @@ def _rss_mib(pid: int) -> float:
 
 
 def _node_lists(env: environment.LocalEnvironment) -> list[dict[str, Any]]:
-    """The agents' list requests for Nodes that the member's API server answered.
-
-    The member's audit log is shared by the module's tests and grows large in a full
-    run: only lines that can match are decoded."""
-    found = []
-    with env.audit_log(c.MEMBER).open(encoding="utf-8") as lines:
-        for line in lines:
-            if '"clusterhealth-agent' not in line or '"list"' not in line:
-                continue
-            e = json.loads(line)
-            if e.get("verb") == "list" and e.get("objectRef", {}).get("resource") == "nodes" \
-                    and e.get("userAgent", "").startswith("clusterhealth-agent") \
-                    and e["stage"] == "ResponseComplete":
-                found.append(e)
-    return found
+    """The agents' list requests for Nodes that the member's API server answered."""
+    return [e for e in env.audit_events(c.MEMBER, containing=('"clusterhealth-agent', '"list"'))
+            if e.get("verb") == "list" and e.get("objectRef", {}).get("resource") == "nodes"
+            and e.get("userAgent", "").startswith("clusterhealth-agent")
+            and e["stage"] == "ResponseComplete"]
 
 
 async def _leader_rss(fleet: c.Fleet, cp: kube.ApiClient, node: str,

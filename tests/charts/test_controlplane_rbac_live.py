@@ -28,7 +28,7 @@ import cpchart
 import pytest
 
 import testkit
-from clusterhealth_controlplane.binding import decision as binding_decision
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, processes
@@ -265,8 +265,8 @@ async def test_controller_manager_propagates_with_exactly_the_charts_rbac(
                                        {"apiVersion": "v1", "kind": "ConfigMap", "name": name}],
                  "placement": {"clusterAffinity": {"clusterNames": ["member1"]}}}},
         namespace=namespace)
-    execution = binding_decision.execution_namespace("member1")
-    work = binding_decision.work_name("ConfigMap", name, namespace)
+    execution = vocabulary.execution_namespace("member1")
+    work = vocabulary.work_name("ConfigMap", name, namespace)
     manager.start()
     try:
         async with env.client("member1") as member:

@@ -41,6 +41,7 @@ import cpchart
 import pytest
 
 import testkit
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_controlplane.namespacesync import decision as namespacesync
@@ -111,14 +112,14 @@ class Platform:
     async def schedule(self, kind: str, name: str) -> None:
         """What the scheduler does: the detector's binding placed on the member."""
         found = await self.eventually(lambda: self.cp.get(
-            resources.RESOURCE_BINDINGS, binding.binding_name(kind, name), namespace=self.team),
+            resources.RESOURCE_BINDINGS, vocabulary.binding_name(kind, name), namespace=self.team),
             f"binding of {kind} {name}")
         await self.cp.patch(resources.RESOURCE_BINDINGS, found["metadata"]["name"],
                             {"spec": {"clusters": [{"name": MEMBER}]}}, namespace=self.team)
 
     async def work(self, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
-        return await self.cp.get(resources.WORKS, binding.work_name(kind, name, namespace),
-                                 namespace=binding.execution_namespace(MEMBER))
+        return await self.cp.get(resources.WORKS, vocabulary.work_name(kind, name, namespace),
+                                 namespace=vocabulary.execution_namespace(MEMBER))
 
     async def warning(self, namespace: str, name: str, reason: str,
                       api: kube.ApiClient | None = None) -> dict[str, Any] | None:
@@ -226,7 +227,7 @@ async def test_pod_security_labels_arrive_with_the_namespace(platform: Platform)
     found = await _member_namespace(platform)
     assert found["metadata"]["labels"].items() >= RESTRICTED.items()
     annotations = found["metadata"].get("annotations") or {}
-    assert annotations.get(binding.WORK_NAME) == namespacesync.work_name(platform.team)
+    assert annotations.get(vocabulary.WORK_NAME) == namespacesync.work_name(platform.team)
     assert execution.CREATED_BY not in annotations  # the sync's, never made bare first
     # the member enforces it: a privileged Pod with a hostPath is refused there
     with pytest.raises(errors.Forbidden, match="violates PodSecurity"):
@@ -262,7 +263,7 @@ async def test_a_platform_object_is_never_taken_over_under_abort(platform: Platf
         f"ConfigMap {platform.team}/{name} already exists in cluster {MEMBER} and it was not "
         "created by this control plane")
     rb = await platform.tenant.get(resources.RESOURCE_BINDINGS,
-                                   binding.binding_name("ConfigMap", name),
+                                   vocabulary.binding_name("ConfigMap", name),
                                    namespace=platform.team)
     assert cpchart.condition(rb, "FullyApplied")["status"] == "False"  # type: ignore[index]
     assert rb["status"]["aggregatedStatus"][0]["appliedMessage"] == applied["message"]
@@ -273,8 +274,8 @@ async def test_a_platform_object_is_never_taken_over_under_abort(platform: Platf
     # the tenant deletes the template: the platform's object stays as it was
     await platform.tenant.delete(resources.CONFIGMAPS, name, namespace=platform.team)
     await platform.eventually(lambda: _gone(platform.cp, resources.WORKS,
-                                            binding.work_name("ConfigMap", name, platform.team),
-                                            binding.execution_namespace(MEMBER)),
+                                            vocabulary.work_name("ConfigMap", name, platform.team),
+                                            vocabulary.execution_namespace(MEMBER)),
                               "the Work deleted")
     live = await platform.member.get(resources.CONFIGMAPS, name, namespace=platform.team)
     assert live["data"] == {"owner": "platform"}
@@ -302,7 +303,7 @@ async def test_overwrite_adopts_and_deleting_the_template_releases(platform: Pla
     async def released() -> dict[str, Any] | None:
         found = await platform.member.get(resources.CONFIGMAPS, name, namespace=platform.team)
         labels = found["metadata"].get("labels") or {}
-        return found if binding.MANAGED not in labels else None
+        return found if vocabulary.MANAGED not in labels else None
 
     live = await platform.eventually(released, "the adopted object released")
     annotations = live["metadata"].get("annotations") or {}
@@ -349,8 +350,8 @@ async def test_a_binding_reaches_no_other_namespace(platform: Platform) -> None:
                                              binding.REFUSED_CROSS_NAMESPACE),
                 f"a Warning Event on binding reach-{i}")
             with pytest.raises(errors.NotFound):
-                await platform.cp.get(resources.WORKS, binding.work_name(kind, name, namespace),
-                                      namespace=binding.execution_namespace(MEMBER))
+                await platform.cp.get(resources.WORKS, vocabulary.work_name(kind, name, namespace),
+                                      namespace=vocabulary.execution_namespace(MEMBER))
         for kind, _, _, name in targets:
             plural = "configmaps" if kind == "ConfigMap" else "secrets"
             assert platform.member_writes(plural, name) == []
@@ -432,7 +433,7 @@ async def test_a_secret_ref_outside_the_credentials_namespace_is_never_read(
     try:
         async def refused() -> dict[str, Any] | None:
             work = await platform.cp.get(resources.WORKS, namespacesync.work_name(
-                platform.team), namespace=binding.execution_namespace(cluster))
+                platform.team), namespace=vocabulary.execution_namespace(cluster))
             applied = cpchart.condition(work, "Applied")
             return applied if applied and applied["status"] == "False" else None
 

@@ -38,8 +38,7 @@ import pytest
 
 import testkit
 from clusterhealth_controlplane import controllers as table
-from clusterhealth_controlplane import manager, memberobjects, options
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, memberobjects, options, vocabulary
 from clusterhealth_controlplane.clusterstatus import controller as clusterstatus
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, runner
@@ -251,7 +250,7 @@ def cluster(name: str, env: environment.LocalEnvironment, member: str) -> dict[s
 
 def work(name: str) -> dict[str, Any]:
     return {"apiVersion": resources.WORKS.api_version, "kind": "Work",
-            "metadata": {"name": name, "namespace": binding.execution_namespace(name)},
+            "metadata": {"name": name, "namespace": vocabulary.execution_namespace(name)},
             "spec": {"workload": {"manifests": [{
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": "default"}, "data": {"a": "1"}}]}}}
@@ -275,7 +274,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
     with_work = names[::WORK_EVERY]
     for name in with_work:
         await cp.create(resources.NAMESPACES,
-                        {"metadata": {"name": binding.execution_namespace(name)}})
+                        {"metadata": {"name": vocabulary.execution_namespace(name)}})
     for index, name in enumerate(names):
         await cp.create(resources.CLUSTERS, cluster(name, env, MEMBERS[index % 2]))
     for name in with_work:
@@ -291,7 +290,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
                 return False
         for name in with_work:
             obj = await cp.get(resources.WORKS, name,
-                               namespace=binding.execution_namespace(name))
+                               namespace=vocabulary.execution_namespace(name))
             if not any(c["type"] == "Applied" and c["status"] == "True"
                        for c in (obj.get("status") or {}).get("conditions") or []):
                 return False
@@ -300,13 +299,13 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
     busy = Footprint.now(env, running)
 
     for name in with_work:  # as Karmada does: the Works go first, then the Cluster
-        await cp.delete(resources.WORKS, name, namespace=binding.execution_namespace(name))
+        await cp.delete(resources.WORKS, name, namespace=vocabulary.execution_namespace(name))
 
     async def finalized() -> bool:
         return all([await _gone(cp, name) for name in with_work])
     await testkit.eventually(finalized, timeout=30, what="the Works finalized")
     for name in with_work:
-        await _finalize_namespace(cp, binding.execution_namespace(name))
+        await _finalize_namespace(cp, vocabulary.execution_namespace(name))
     for name in names:
         await cp.delete(resources.CLUSTERS, name)
 
@@ -322,7 +321,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
 
 async def _gone(cp: kube.ApiClient, name: str) -> bool:
     return await cpkit.get_or_none(cp, resources.WORKS, name,
-                                   binding.execution_namespace(name)) is None
+                                   vocabulary.execution_namespace(name)) is None
 
 
 async def test_200_clusters_created_and_deleted_leave_nothing_behind(
@@ -376,7 +375,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
             await testkit.eventually(lambda: _async(running.holding() == EMPTY),
                                    what="the environment's members in use")
             await cp.create(resources.NAMESPACES,
-                            {"metadata": {"name": binding.execution_namespace(name)}})
+                            {"metadata": {"name": vocabulary.execution_namespace(name)}})
             await cp.create(resources.CLUSTERS, body)
             await cp.create(resources.WORKS, work(name))
 
@@ -414,7 +413,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
             assert running.mci.pool.size == (1 + len(MEMBERS), 0)
             with pytest.raises(errors.ClientClosed):  # closed for good: never opened again
                 await old_plane.get(resources.NAMESPACES, "default")
-            await cp.delete(resources.WORKS, name, namespace=binding.execution_namespace(name))
+            await cp.delete(resources.WORKS, name, namespace=vocabulary.execution_namespace(name))
             await testkit.eventually(lambda: _gone(cp, name), what="Work finalized")
             await cp.delete(resources.CLUSTERS, name)
             await testkit.eventually(lambda: _async(running.holding() == EMPTY),
@@ -423,7 +422,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
             assert end.member_connections == end.owned, end
     finally:
         await cp.delete(resources.CLUSTERS, name, missing_ok=True)
-        await _finalize_namespace(cp, binding.execution_namespace(name))
+        await _finalize_namespace(cp, vocabulary.execution_namespace(name))
         await cp.delete(resources.SECRETS, name, namespace=SECRETS, missing_ok=True)
 
 

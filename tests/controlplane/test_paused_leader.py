@@ -48,7 +48,7 @@ import cpkit
 import pytest
 
 import testkit
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, haproxy, processes
@@ -166,7 +166,7 @@ async def stage(env: environment.LocalEnvironment, tmp_path: pathlib.Path
 
 
 async def cleanup(made: Stage) -> None:
-    namespace = binding.execution_namespace(MEMBER)
+    namespace = vocabulary.execution_namespace(MEMBER)
     with contextlib.suppress(errors.NotFound):
         await made.cp.patch(resources.WORKS, made.name, {"metadata": {"finalizers": None}},
                             namespace=namespace)
@@ -186,10 +186,10 @@ async def create_world(made: Stage) -> None:
     """A Work for the member, and an MCI over a Service with one endpoint there."""
     with contextlib.suppress(errors.Conflict):
         await made.cp.create(resources.NAMESPACES, {"metadata": {
-            "name": binding.execution_namespace(MEMBER)}})
+            "name": vocabulary.execution_namespace(MEMBER)}})
     await made.cp.create(resources.WORKS, {
         "apiVersion": resources.WORKS.api_version, "kind": "Work",
-        "metadata": {"name": made.name, "namespace": binding.execution_namespace(MEMBER)},
+        "metadata": {"name": made.name, "namespace": vocabulary.execution_namespace(MEMBER)},
         "spec": {"workload": {"manifests": [{
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": made.name, "namespace": "default"}, "data": {"a": "1"}}]}}})

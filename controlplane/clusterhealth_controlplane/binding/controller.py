@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, workwriter
+from clusterhealth_controlplane import manager, vocabulary, workwriter
 from clusterhealth_controlplane.binding import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import discovery, informer, resources
 
 log = logging.getLogger(__name__)
@@ -37,13 +37,13 @@ SYNC_TIMEOUT = 10.0
 RETRY_UNREADABLE = 30.0
 
 
-def resource_of(ref: decision.BindingRef) -> resources.Resource:
+def resource_of(ref: vocabulary.BindingRef) -> resources.Resource:
     """The API of the binding ``ref`` names: ResourceBindings, or ClusterResourceBindings."""
     return resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
         else resources.RESOURCE_BINDINGS
 
 
-class BindingController:
+class BindingController(builder.Declared):
     """Bindings -> Works, one per target cluster."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -58,58 +58,20 @@ class BindingController:
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
         self.credentials_namespace = context.secret_namespace
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
-        self.works.add_handler(self._on_work)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.bindings, builder.changed(builder.spec_and_deletion))  # not status
+            .for_(self.cluster_bindings, builder.changed(builder.spec_and_deletion))
+            .owns(self.works, _binding_of, builder.changed(_work_carried),
+                  observe=lambda e: self.index.update(e.type, e.obj))
+            .complete(self.reconcile_binding))
 
-    @property
-    def synced(self) -> bool:
-        """Whether the binding and Work caches have loaded (template caches load per kind)."""
-        return self.bindings.synced and self.cluster_bindings.synced and self.works.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.bindings, self.cluster_bindings, self.works):
-            await cache.wait_synced()
-        await self.controller.run()
-
-    # --- events -------------------------------------------------------------
-
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and (obj.get("metadata") or {}).get("deletionTimestamp") == \
-                (old.get("metadata") or {}).get("deletionTimestamp"):
-            return  # a status write
-        self.controller.enqueue(decision.BindingRef.of(obj).key)
-
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        ref = self.index.update(event, obj)
-        if ref is None:
-            return
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and (obj.get("metadata") or {}).get("labels") == \
-                (old.get("metadata") or {}).get("labels"):
-            return  # a status write
-        self.controller.enqueue(ref.key)
-
-    def _on_template(self, kind: str, event: str, obj: dict[str, Any],
-                     old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and decision.template_state(obj) == decision.template_state(old):
-            return
-        meta = obj.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "")
-        name = decision.binding_name(kind, str(meta["name"]))  # list items may lack their kind
-        self.controller.enqueue(decision.BindingRef(not namespace, namespace, name).key)
+    def _to_binding(self, kind: str, event: builder.Event) -> list[builder.Request]:
+        meta = event.obj.get("metadata") or {}
+        name = vocabulary.binding_name(kind, str(meta["name"]))  # list items may lack their kind
+        return [builder.Request(str(meta.get("namespace") or ""), name)]
 
     # --- reconcile ----------------------------------------------------------
-
-    def _binding(self, ref: decision.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
 
     async def _template_cache(self, api_version: str, kind: str
                               ) -> tuple[resources.Resource, informer.Informer] | None:
@@ -120,14 +82,16 @@ class BindingController:
             except discovery.NotServed:
                 return None
             cache = self.term.informers.informer(resource)
-            cache.add_handler(lambda event, obj, old: self._on_template(kind, event, obj, old))
+            self.controller.watch(cache, lambda event: self._to_binding(kind, event),
+                                  builder.changed(decision.template_state))
             found = self.templates[(api_version, kind)] = (resource, cache)
         return found
 
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Make the binding's Works what its spec and template ask for."""
-        ref = decision.BindingRef.parse(key)
-        binding = self._binding(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        key = request.key
+        binding = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
                     if w is not None]
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
@@ -175,7 +139,17 @@ class BindingController:
             await self.writer.delete(work)
 
 
-def _with_kind(binding: dict[str, Any], ref: decision.BindingRef) -> dict[str, Any]:
+def _binding_of(work: dict[str, Any]) -> builder.Request | None:
+    ref = vocabulary.binding_of_work(work)
+    return None if ref is None else builder.Request(ref.namespace, ref.name)
+
+
+def _work_carried(work: dict[str, Any]) -> Any:
+    """What of a Work its binding cares for: not its status."""
+    return work.get("spec"), builder.meta(work, "labels")
+
+
+def _with_kind(binding: dict[str, Any], ref: vocabulary.BindingRef) -> dict[str, Any]:
     """The binding with its apiVersion and kind (list items may lack them), for an Event."""
     resource = resource_of(ref)
     return {**binding, "apiVersion": resource.api_version, "kind": resource.kind}

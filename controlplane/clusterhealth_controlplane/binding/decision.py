@@ -4,7 +4,7 @@ Karmada's binding controller, as v1.18.2 does it:
 
 * one Work per target cluster (``spec.clusters``), in that cluster's
   execution namespace ``karmada-es-<cluster>``, named by
-  :func:`work_name` (Karmada's ``names.GenerateWorkName``: the template's
+  :func:`vocabulary.work_name` (Karmada's ``names.GenerateWorkName``: the template's
   name, a dash, and an FNV-32a hash of ``<namespace>-<name>-<kind>``);
 * the Work's manifest is the resource template without what belongs to the
   control plane's copy (status, server bookkeeping, the policy's claim), and
@@ -26,27 +26,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-EXECUTION_SPACE_PREFIX = "karmada-es-"
-EXECUTION_FINALIZER = "karmada.io/execution-controller"
-"""Karmada's finalizer on a Work: the member objects go before the Work does."""
-
-# links back to the binding (Karmada's keys, pkg/apis/work/v1alpha2/well_known_constants.go)
-RB_ID = "resourcebinding.karmada.io/permanent-id"
-CRB_ID = "clusterresourcebinding.karmada.io/permanent-id"
-RB_NAMESPACE = "resourcebinding.karmada.io/namespace"
-RB_NAME = "resourcebinding.karmada.io/name"
-CRB_NAME = "clusterresourcebinding.karmada.io/name"
-WORK_NAMESPACE = "work.karmada.io/namespace"
-WORK_NAME = "work.karmada.io/name"
-TEMPLATE_UID = "resourcetemplate.karmada.io/uid"
-TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
-CONFLICT_RESOLUTION = "work.karmada.io/conflict-resolution"
-"""On a Work and on its manifest: ``overwrite`` or ``abort``, what the execution controller does
-with a member object of the same name that this Work did not create (Karmada's values)."""
-OVERWRITE = "overwrite"
-ABORT = "abort"
-MANAGED = "karmada.io/managed"
-"""Label on every object the execution controller applies in a member (value ``"true"``)."""
+from clusterhealth_controlplane import vocabulary
 
 CLAIM_KEYS = ("propagationpolicy.karmada.io/name", "propagationpolicy.karmada.io/namespace",
               "propagationpolicy.karmada.io/permanent-id",
@@ -61,49 +41,6 @@ DROPPED_METADATA = ("resourceVersion", "uid", "managedFields", "ownerReferences"
 REPLICA_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
 """Kinds whose ``spec.replicas`` is revised per cluster (Karmada's default interpreter)."""
 
-_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
-"""k8s.io/apimachinery's ``rand.SafeEncodeString`` alphabet."""
-
-
-RESERVED_NAMESPACES = ("karmada-system", "karmada-cluster", EXECUTION_SPACE_PREFIX)
-"""Karmada's own namespaces (``karmada-es-*`` by prefix) and ``kube-*``: never propagated."""
-
-
-def reserved(namespace: str | None) -> bool:
-    """Whether ``namespace`` is one the control plane keeps for itself (never propagated)."""
-    if not namespace:
-        return False
-    return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
-            or namespace.startswith("kube-"))
-
-
-def execution_namespace(cluster: str) -> str:
-    """``karmada-es-<cluster>``: where the Works for ``cluster`` live."""
-    return EXECUTION_SPACE_PREFIX + cluster
-
-
-def cluster_of(namespace: str) -> str | None:
-    """The cluster an execution namespace is for (None: not an execution namespace)."""
-    if not namespace.startswith(EXECUTION_SPACE_PREFIX):
-        return None
-    return namespace[len(EXECUTION_SPACE_PREFIX):] or None
-
-
-def _fnv32a(text: str) -> int:
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
-
-
-def work_name(kind: str, name: str, namespace: str | None) -> str:
-    """Karmada's ``names.GenerateWorkName(kind, name, namespace)``."""
-    name = name.replace(":", ".").lower()
-    full = f"{namespace}-{name}-{kind}" if namespace else f"{name}-{kind}"
-    digits = str(_fnv32a(full.lower()))
-    return f"{name}-{''.join(_ALPHANUMS[ord(c) % len(_ALPHANUMS)] for c in digits)}"
-
-
 def template_state(obj: Mapping[str, Any] | None) -> Any:
     """What of a template its binding and Works carry: all but status and bookkeeping.
 
@@ -117,11 +54,6 @@ def template_state(obj: Mapping[str, Any] | None) -> Any:
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
 
 
-def binding_name(kind: str, name: str) -> str:
-    """Karmada's binding name for a template (``names.GenerateBindingName``)."""
-    return f"{name.replace(':', '.')}-{kind}".lower()
-
-
 def _group(api_version: str) -> str:
     return api_version.split("/")[0] if "/" in api_version else ""
 
@@ -129,43 +61,6 @@ def _group(api_version: str) -> str:
 def has_replicas(obj: Mapping[str, Any]) -> bool:
     """Whether the kind's ``spec.replicas`` is divided among clusters."""
     return (_group(str(obj.get("apiVersion", ""))), obj.get("kind")) in REPLICA_KINDS
-
-
-@dataclasses.dataclass(frozen=True)
-class BindingRef:
-    """Which binding a Work belongs to: kind (RB or CRB), namespace ("" for CRB), name."""
-
-    cluster_scoped: bool
-    namespace: str
-    name: str
-
-    @property
-    def key(self) -> str:
-        """The binding controller's queue key."""
-        return f"{'CRB' if self.cluster_scoped else 'RB'}|{self.namespace}|{self.name}"
-
-    @classmethod
-    def parse(cls, key: str) -> BindingRef:
-        """The inverse of :attr:`key`."""
-        kind, namespace, name = key.split("|")
-        return cls(kind == "CRB", namespace, name)
-
-    @classmethod
-    def of(cls, binding: Mapping[str, Any]) -> BindingRef:
-        """The ref of a binding object (no namespace: a ClusterResourceBinding)."""
-        meta = binding.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "")
-        return cls(not namespace, namespace, str(meta.get("name")))
-
-
-def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
-    """The binding a Work was made for, from Karmada's annotations (None: not a binding's)."""
-    annotations = (work.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(RB_NAME) and annotations.get(RB_NAMESPACE):
-        return BindingRef(False, str(annotations[RB_NAMESPACE]), str(annotations[RB_NAME]))
-    if annotations.get(CRB_NAME):
-        return BindingRef(True, "", str(annotations[CRB_NAME]))
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,10 +75,16 @@ class DesiredWork:
     manifest: dict[str, Any]
 
     def body(self) -> dict[str, Any]:
-        """The Work as the binding controller applies it."""
+        """The Work as the binding controller applies it.
+
+        It carries the execution controller's finalizer from the start, as Karmada's
+        binding controller creates it: the execution controller then reconciles a new
+        Work once, instead of once more for the finalizer it would add.
+        """
         return {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
                 "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": self.labels, "annotations": self.annotations},
+                             "labels": self.labels, "annotations": self.annotations,
+                             "finalizers": [vocabulary.EXECUTION_FINALIZER]},
                 "spec": {"workload": {"manifests": [self.manifest]}}}
 
 
@@ -191,7 +92,8 @@ def binding_id(binding: Mapping[str, Any]) -> str:
     """The binding's permanent id: its label if it has one, else its uid."""
     meta = binding.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return str(labels.get(RB_ID) or labels.get(CRB_ID) or meta.get("uid") or "")
+    return str(labels.get(vocabulary.RB_ID) or labels.get(vocabulary.CRB_ID)
+               or meta.get("uid") or "")
 
 
 def manifest(template: Mapping[str, Any], replicas: int | None) -> dict[str, Any]:
@@ -288,10 +190,11 @@ def conflict_resolution(spec: Mapping[str, Any], template_meta: Mapping[str, Any
     ``overwrite`` or ``abort``; otherwise the binding's ``conflictResolution`` (``Overwrite``
     or, by default, ``Abort``).
     """
-    own = ((template_meta.get("annotations") or {}).get(CONFLICT_RESOLUTION))
-    if own in (OVERWRITE, ABORT):
+    own = ((template_meta.get("annotations") or {}).get(vocabulary.CONFLICT_RESOLUTION))
+    if own in (vocabulary.OVERWRITE, vocabulary.ABORT):
         return str(own)
-    return OVERWRITE if spec.get("conflictResolution") == "Overwrite" else ABORT
+    return vocabulary.OVERWRITE if spec.get("conflictResolution") == "Overwrite" \
+        else vocabulary.ABORT
 
 
 def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> list[DesiredWork]:
@@ -301,13 +204,14 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
     cluster_scoped = not meta.get("namespace")
     template_meta = template.get("metadata") or {}
     if cluster_scoped:
-        labels = {CRB_ID: binding_id(binding)}
-        annotations = {CRB_NAME: str(meta["name"])}
+        labels = {vocabulary.CRB_ID: binding_id(binding)}
+        annotations = {vocabulary.CRB_NAME: str(meta["name"])}
     else:
-        labels = {RB_ID: binding_id(binding)}
-        annotations = {RB_NAMESPACE: str(meta["namespace"]), RB_NAME: str(meta["name"])}
-    annotations[CONFLICT_RESOLUTION] = conflict_resolution(spec, template_meta)
-    name = work_name(str(template["kind"]), str(template_meta["name"]),
+        labels = {vocabulary.RB_ID: binding_id(binding)}
+        annotations = {vocabulary.RB_NAMESPACE: str(meta["namespace"]),
+                       vocabulary.RB_NAME: str(meta["name"])}
+    annotations[vocabulary.CONFLICT_RESOLUTION] = conflict_resolution(spec, template_meta)
+    name = vocabulary.work_name(str(template["kind"]), str(template_meta["name"]),
                      template_meta.get("namespace"))
     found: list[DesiredWork] = []
     seen: set[str] = set()
@@ -316,16 +220,17 @@ def desired_works(binding: Mapping[str, Any], template: Mapping[str, Any]) -> li
         if not cluster or cluster in seen:
             continue
         seen.add(cluster)
-        namespace = execution_namespace(cluster)
+        namespace = vocabulary.execution_namespace(cluster)
         body = manifest(template, int(target.get("replicas") or 0))
         body_meta = body["metadata"]
-        body_meta["labels"] = {**(body_meta.get("labels") or {}), **labels, MANAGED: "true"}
-        extra = {**annotations, WORK_NAME: name, WORK_NAMESPACE: namespace,
-                 CONFLICT_RESOLUTION: annotations[CONFLICT_RESOLUTION]}
+        body_meta["labels"] = {**(body_meta.get("labels") or {}), **labels,
+                               vocabulary.MANAGED: "true"}
+        extra = {**annotations, vocabulary.WORK_NAME: name, vocabulary.WORK_NAMESPACE: namespace,
+                 vocabulary.CONFLICT_RESOLUTION: annotations[vocabulary.CONFLICT_RESOLUTION]}
         if template_meta.get("uid"):
-            extra[TEMPLATE_UID] = str(template_meta["uid"])
+            extra[vocabulary.TEMPLATE_UID] = str(template_meta["uid"])
         if template_meta.get("generation"):
-            extra[TEMPLATE_GENERATION] = str(template_meta["generation"])
+            extra[vocabulary.TEMPLATE_GENERATION] = str(template_meta["generation"])
         body_meta["annotations"] = {**(body_meta.get("annotations") or {}), **extra}
         found.append(DesiredWork(cluster, namespace, name, dict(labels), dict(annotations),
                                  body))
@@ -367,7 +272,7 @@ def refusal(binding: Mapping[str, Any], credentials_namespace: str) -> Refusal |
             f"ResourceBinding {own}/{meta.get('name')} names {what}, in {where}: a "
             f"ResourceBinding propagates only a resource of its own namespace ({own}); "
             "nothing of it is propagated"))
-    if target and (target == credentials_namespace or cluster_of(target) is not None):
+    if target and (target == credentials_namespace or vocabulary.cluster_of(target) is not None):
         return Refusal(REFUSED_PROTECTED_NAMESPACE, (
             f"{what} is in {target}, which holds the control plane's own objects (member "
             "credentials or Works) and is never a source of templates; nothing of it is "
@@ -404,7 +309,7 @@ def orphans(binding: Mapping[str, Any] | None, existing: Iterable[Mapping[str, A
     for work in works:
         meta = work.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
-        if (namespace, meta.get("name")) in wanted or cluster_of(namespace) in kept:
+        if (namespace, meta.get("name")) in wanted or vocabulary.cluster_of(namespace) in kept:
             continue
         found.append(work)
     return found
@@ -417,11 +322,11 @@ class WorkIndex:
         self._of: dict[str, set[str]] = {}
         self._binding: dict[str, str] = {}
 
-    def update(self, event: str, work: Mapping[str, Any]) -> BindingRef | None:
+    def update(self, event: str, work: Mapping[str, Any]) -> vocabulary.BindingRef | None:
         """Fold one Work event in; return the binding it concerns (if any)."""
         meta = work.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
-        ref = binding_of_work(work)
+        ref = vocabulary.binding_of_work(work)
         before = self._binding.pop(key, None)
         if before is not None:
             self._of.get(before, set()).discard(key)
@@ -430,6 +335,6 @@ class WorkIndex:
             self._of.setdefault(ref.key, set()).add(key)
         return ref
 
-    def works(self, ref: BindingRef) -> list[str]:
+    def works(self, ref: vocabulary.BindingRef) -> list[str]:
         """The Work keys (``namespace/name``) of a binding."""
         return sorted(self._of.get(ref.key, ()))

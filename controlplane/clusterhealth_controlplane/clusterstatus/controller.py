@@ -39,7 +39,7 @@ from typing import Any
 
 from clusterhealth_controlplane import manager, metrics, options
 from clusterhealth_controlplane.clusterstatus import decision
-from clusterhealth_core import members, reconcile, retry, status
+from clusterhealth_core import builder, members, reconcile, retry, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -69,7 +69,7 @@ class _MemberCaches:
     pods: informer.Informer
 
 
-class ClusterStatusController:
+class ClusterStatusController(builder.Declared):
     """Probes every member and writes its Ready condition and summaries."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -85,25 +85,20 @@ class ClusterStatusController:
         self.caches: dict[str, _MemberCaches] = {}
         self.writer: status.StatusWriter | None = None
         self.monitor_writer: status.StatusWriter | None = None
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
-            clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=max(context.workers, PROBE_WORKERS)))
-        self.clusters.add_handler(self._on_cluster)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=max(context.workers, PROBE_WORKERS))
+            # a status write (ours or another's) is left to the periodic probe
+            .for_(self.clusters, builder.SPEC)
+            .uses(self.leases)
+            .complete(self.reconcile_cluster))
         # a replaced client: probe now, so the Node and Pod watches move to the new one and the
         # old one is closed (instead of at the next periodic probe)
-        self.pool.add_listener(self.controller.enqueue)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the Cluster and Lease caches have loaded."""
-        return self.clusters.synced and self.leases.synced
+        self.pool.add_listener(lambda name: self.controller.enqueue(builder.Request("", name)))
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
         try:
-            for cache in (self.clusters, self.leases):
-                await cache.wait_synced()
+            await self.controller.wait_synced()
             own = frozenset({*decision.OWN_FIELDS, "conditions"})
             self.writer = await self.term.status_writer(
                 resources.CLUSTERS, FIELD_MANAGER, own, frozenset(decision.OWN_CONDITIONS))
@@ -115,15 +110,11 @@ class ClusterStatusController:
             for name in list(self.caches):
                 await self._stop_caches(name)
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec"):
-            return  # a status write (ours or another's): the periodic probe is enough
-        self.controller.enqueue(str(obj["metadata"]["name"]))
-
     # --- reconcile ----------------------------------------------------------
 
-    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
+    async def reconcile_cluster(self, request: builder.Request) -> reconcile.Result | None:
         """Probe one member and write what changed."""
+        name = request.name
         cluster = self.clusters.store.get(name)
         if cluster is None:
             await self._forget(name)

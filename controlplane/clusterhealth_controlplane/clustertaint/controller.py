@@ -25,7 +25,7 @@ from typing import Any
 
 from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.clustertaint import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.api import cluster, groups, policy, wire
 from clusterhealth_core.kube import informer, resources
 
@@ -51,7 +51,7 @@ def _watched(obj: informer.Object | None) -> tuple[Any, ...]:
             (obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-class ClusterTaintController:
+class ClusterTaintController(builder.Declared):
     """Cluster conditions and ClusterTaintPolicies -> ``Cluster.spec.taints``."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -67,31 +67,16 @@ class ClusterTaintController:
         """Every cached policy that parses, by name."""
         self._gauged: dict[str, set[decision.TaintId]] = {}
         """The (key, effect) series of the taints gauge set for each Cluster."""
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=context.workers))
-        self.clusters.add_handler(self._on_cluster)
-        self.policies.add_handler(self._on_policy)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the Cluster and policy caches have loaded."""
-        return self.clusters.synced and self.policies.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.clusters, self.policies):
-            await cache.wait_synced()
-        await self.controller.run()
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.clusters, builder.not_deleted, builder.changed(_watched),
+                  observe=lambda e: self._gauge(
+                      informer.key_of(e.obj), None if e.type == builder.DELETED else e.obj))
+            .watches(self.policies, self._targeted, builder.not_deleted, builder.SPEC,
+                     observe=self._parse)
+            .complete(self.reconcile_cluster))
 
     # --- events -------------------------------------------------------------
-
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name = str((obj.get("metadata") or {})["name"])
-        self._gauge(name, None if event == "DELETED" else obj)
-        if event == "DELETED" or (event == "MODIFIED" and _watched(obj) == _watched(old)):
-            return
-        self.controller.enqueue(name)
 
     def _gauge(self, name: str, obj: dict[str, Any] | None) -> None:
         now: set[decision.TaintId] = set()
@@ -107,26 +92,30 @@ class ClusterTaintController:
         else:
             self._gauged.pop(name, None)
 
-    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _parse(self, event: builder.Event) -> None:
+        obj = event.obj
         name = str((obj.get("metadata") or {})["name"])
-        if event == "DELETED":
+        if event.type == builder.DELETED:
             self._parsed.pop(name, None)
             return  # its taints stay where they are
         try:
-            parsed = policy.ClusterTaintPolicy.from_dict(
+            self._parsed[name] = policy.ClusterTaintPolicy.from_dict(
                 {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
                  "kind": groups.CLUSTER_TAINT_POLICY_KIND})
         except wire.ValidationError as exc:
             log.warning("ClusterTaintPolicy %s is malformed and not applied: %s", name, exc)
             self._parsed.pop(name, None)
-            return
-        self._parsed[name] = parsed
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec"):
-            return
+
+    def _targeted(self, event: builder.Event) -> list[builder.Request]:
+        parsed = self._parsed.get(str((event.obj.get("metadata") or {})["name"]))
+        if parsed is None:
+            return []
+        found = []
         for cluster_name, cluster_obj in list(self.clusters.store.items()):
             model = self._cluster(cluster_obj)
             if model is not None and decision.targets(parsed, decision.view(model)):
-                self.controller.enqueue(cluster_name)
+                found.append(builder.Request("", cluster_name))
+        return found
 
     # --- reconcile ----------------------------------------------------------
 
@@ -140,8 +129,9 @@ class ClusterTaintController:
             log.warning("Cluster %s cannot be read, its taints are left alone: %s", name, exc)
             return None
 
-    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
+    async def reconcile_cluster(self, request: builder.Request) -> reconcile.Result | None:
         """Write the taints the Ready rules and the policies want on one Cluster."""
+        name = request.name
         obj = self.clusters.store.get(name)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.detector import decision
 from clusterhealth_core import reconcile, status
@@ -307,7 +307,7 @@ class Detector:
         target = resources.RESOURCE_BINDINGS if namespace else resources.CLUSTER_RESOURCE_BINDINGS
         labels, annotations = decision.claim_marks(chosen)
         metadata: dict[str, Any] = {
-            "name": binding.binding_name(obj["kind"], meta_["name"]),
+            "name": vocabulary.binding_name(obj["kind"], meta_["name"]),
             "labels": {**labels, MANAGED_BY: FIELD_MANAGER},
             "annotations": annotations,
             "ownerReferences": [{"apiVersion": obj["apiVersion"], "kind": obj["kind"],
@@ -321,7 +321,7 @@ class Detector:
                              field_manager=FIELD_MANAGER)
 
     async def _delete_binding(self, key: TemplateKey) -> None:
-        name = binding.binding_name(key.kind, key.name)
+        name = vocabulary.binding_name(key.kind, key.name)
         namespace = key.namespace or None
         target = (resources.RESOURCE_BINDINGS if key.namespace
                   else resources.CLUSTER_RESOURCE_BINDINGS)

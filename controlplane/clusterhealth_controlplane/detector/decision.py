@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_core.api import policy
 
@@ -55,8 +56,8 @@ PRIORITY_NAME = 3
 PRIORITY_LABELS = 2
 PRIORITY_KIND = 1
 
-RESERVED_NAMESPACES = binding.RESERVED_NAMESPACES
-reserved = binding.reserved
+RESERVED_NAMESPACES = vocabulary.RESERVED_NAMESPACES
+reserved = vocabulary.reserved
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,11 +25,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, memberobjects, vocabulary
 from clusterhealth_controlplane.execution import decision
 from clusterhealth_controlplane.namespacesync import decision as namespacesync
-from clusterhealth_core import reconcile, status
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, errors, informer, resources
 
@@ -47,7 +46,7 @@ RETRY_NAMESPACE = 1.0
 PROBE_TIMEOUT = 5.0
 
 
-class ExecutionController:
+class ExecutionController(builder.Declared):
     """Works -> member objects, by server-side apply."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -63,74 +62,55 @@ class ExecutionController:
         """The control plane's Namespaces, when the namespace sync runs beside (it then makes
         the member namespaces it propagates, with their labels)."""
         self.skipped_namespaces = context.options.propagation.skipped_namespaces
+        declared = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
+            .watches(self.clusters, self._cluster_works, builder.changed(decision.ready),
+                     observe=self._forget_cluster))
         if "namespaceSync" in context.controllers:
             self.namespace_sync = term.informers.informer(resources.NAMESPACES)
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_work, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.works.add_handler(self._on_work)
-        self.clusters.add_handler(self._on_cluster)
+            declared.uses(self.namespace_sync)  # which member namespaces the sync makes
+        self.controller = declared.complete(self.reconcile_work)
         self.objects.add_listener(self._on_member_object)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the Work and Cluster caches have loaded."""
-        return self.works.synced and self.clusters.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        caches = [self.works, self.clusters]
-        if self.namespace_sync is not None:  # which member namespaces the sync makes
-            caches.append(self.namespace_sync)
-        for cache in caches:
-            await cache.wait_synced()
-        await self.controller.run()
 
     # --- events -------------------------------------------------------------
 
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "DELETED":
-            return
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and (obj.get("metadata") or {}).get("deletionTimestamp") == \
-                (old.get("metadata") or {}).get("deletionTimestamp") \
-                and decision.has_finalizer(obj) == decision.has_finalizer(old):
-            return  # a status write
-        self.controller.enqueue(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+    def _works_of_cluster(self, cluster: str) -> list[builder.Request]:
+        namespace = vocabulary.execution_namespace(cluster)
+        return [builder.Request(namespace, str(work["metadata"]["name"]))
+                for work in list(self.works.store.values())
+                if (work.get("metadata") or {}).get("namespace") == namespace]
 
-    def _enqueue_cluster(self, cluster: str) -> None:
-        namespace = binding.execution_namespace(cluster)
-        for key, work in list(self.works.store.items()):
-            if (work.get("metadata") or {}).get("namespace") == namespace:
-                self.controller.enqueue(key)
+    def _cluster_works(self, event: builder.Event) -> list[builder.Request]:
+        return self._works_of_cluster(str(event.obj["metadata"]["name"]))
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "DELETED":
-            self.member_namespaces.pop(str(obj["metadata"]["name"]), None)
-        if old is None or decision.ready(obj) != decision.ready(old) or event == "DELETED":
-            self._enqueue_cluster(str(obj["metadata"]["name"]))
+    def _forget_cluster(self, event: builder.Event) -> None:
+        if event.type == builder.DELETED:
+            self.member_namespaces.pop(str(event.obj["metadata"]["name"]), None)
 
     def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
                           old: dict[str, Any] | None) -> None:
         if not event or obj is None:
             self.member_namespaces.pop(cluster, None)
-            self._enqueue_cluster(cluster)
+            for request in self._works_of_cluster(cluster):
+                self.controller.enqueue(request)
             return
         if not decision.needs_reapply(event, obj, old):
             return
         work = decision.work_of(obj)
-        if work is not None and binding.cluster_of(work[0]) == cluster:
-            self.controller.enqueue(f"{work[0]}/{work[1]}")
+        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
+            self.controller.enqueue(builder.Request(work[0], work[1]))
 
     # --- reconcile ----------------------------------------------------------
 
-    async def reconcile_work(self, key: str) -> reconcile.Result | None:
+    async def reconcile_work(self, request: builder.Request) -> reconcile.Result | None:
         """Apply the Work in its member (or clean the member up when the Work is deleted)."""
+        key = request.key
         work = self.works.store.get(key)
         if work is None:
             return None
         meta = work["metadata"]
-        cluster_name = binding.cluster_of(str(meta["namespace"]))
+        cluster_name = vocabulary.cluster_of(str(meta["namespace"]))
         if cluster_name is None:
             return None  # not an execution namespace: not ours
         cluster = self.clusters.store.get(cluster_name)
@@ -148,7 +128,7 @@ class ExecutionController:
         if not decision.has_finalizer(work):
             await self.api.apply(resources.WORKS, {"metadata": {
                 "name": meta["name"], "namespace": meta["namespace"],
-                "finalizers": [binding.EXECUTION_FINALIZER]}}, field_manager=FIELD_MANAGER)
+                "finalizers": [vocabulary.EXECUTION_FINALIZER]}}, field_manager=FIELD_MANAGER)
         if (work.get("spec") or {}).get("suspendDispatching"):
             return None
         return await self._sync(work, cluster)
@@ -260,10 +240,10 @@ class ExecutionController:
         if self.namespace_sync is not None:
             source = self.namespace_sync.store.get(namespace)
             if source is not None and namespacesync.synced(source, self.skipped_namespaces):
-                work = self.works.store.get(f"{binding.execution_namespace(cluster)}/"
+                work = self.works.store.get(f"{vocabulary.execution_namespace(cluster)}/"
                                             f"{namespacesync.work_name(namespace)}")
                 if work is not None:
-                    self.controller.enqueue(informer.key_of(work))
+                    self.controller.enqueue(builder.Request.of(work))
                 return False
         with contextlib.suppress(errors.Conflict):
             await api.create(resources.NAMESPACES, {"metadata": {
@@ -296,9 +276,7 @@ class ExecutionController:
         if current and all(current[0].get(k) == wanted.get(k)
                            for k in ("status", "reason", "message", "observedGeneration")):
             return
-        if current and current[0].get("status") == wanted["status"] \
-                and current[0].get("lastTransitionTime"):
-            wanted["lastTransitionTime"] = current[0]["lastTransitionTime"]
+        wanted = vocabulary.keep_transition(wanted, current)
         with contextlib.suppress(errors.NotFound):  # deleted meanwhile
             await status.apply_status(self.api, resources.WORKS, str(meta["name"]),
                                       {"conditions": [wanted]}, field_manager=FIELD_MANAGER,
@@ -374,9 +352,14 @@ class ExecutionController:
         except errors.NotFound:
             return
         finalizers = list(live["metadata"].get("finalizers") or [])
-        if binding.EXECUTION_FINALIZER not in finalizers:
+        if vocabulary.EXECUTION_FINALIZER not in finalizers:
             return
-        finalizers.remove(binding.EXECUTION_FINALIZER)
+        finalizers.remove(vocabulary.EXECUTION_FINALIZER)
         live["metadata"]["finalizers"] = finalizers
         with contextlib.suppress(errors.NotFound):
             await self.api.update(resources.WORKS, live)
+
+
+def _work_carried(work: dict[str, Any]) -> Any:
+    """What of a Work the member objects follow: not its status."""
+    return work.get("spec"), builder.meta(work, "deletionTimestamp"), decision.has_finalizer(work)

@@ -32,7 +32,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary, wiretime
 from clusterhealth_core import text
 
 APPLIED = "Applied"
@@ -53,11 +53,11 @@ sync): the namespace's Work, when it comes, counts it as its own."""
 CREATED_BY_EXECUTION = "execution-controller"
 OUR_MARKS = (ADOPTED, CREATED_BY)
 """Marks only the execution controller sets: taken off a manifest before it is applied."""
-RELEASED_LABELS = (binding.MANAGED, binding.RB_ID, binding.CRB_ID)
-RELEASED_ANNOTATIONS = (binding.WORK_NAMESPACE, binding.WORK_NAME, ADOPTED,
-                        binding.RB_NAMESPACE, binding.RB_NAME, binding.CRB_NAME,
-                        binding.TEMPLATE_UID, binding.TEMPLATE_GENERATION,
-                        binding.CONFLICT_RESOLUTION)
+RELEASED_LABELS = (vocabulary.MANAGED, vocabulary.RB_ID, vocabulary.CRB_ID)
+RELEASED_ANNOTATIONS = (vocabulary.WORK_NAMESPACE, vocabulary.WORK_NAME, ADOPTED,
+                        vocabulary.RB_NAMESPACE, vocabulary.RB_NAME, vocabulary.CRB_NAME,
+                        vocabulary.TEMPLATE_UID, vocabulary.TEMPLATE_GENERATION,
+                        vocabulary.CONFLICT_RESOLUTION)
 """What a released (adopted) object loses: every mark the Work put on it."""
 
 
@@ -77,8 +77,8 @@ class Verdict(enum.Enum):
 def resolution(manifest: Mapping[str, Any]) -> str:
     """``overwrite`` or ``abort`` (the default), from the manifest's annotation."""
     annotations = (manifest.get("metadata") or {}).get("annotations") or {}
-    found = annotations.get(binding.CONFLICT_RESOLUTION)
-    return binding.OVERWRITE if found == binding.OVERWRITE else binding.ABORT
+    found = annotations.get(vocabulary.CONFLICT_RESOLUTION)
+    return vocabulary.OVERWRITE if found == vocabulary.OVERWRITE else vocabulary.ABORT
 
 
 def verdict(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, work_namespace: str,
@@ -90,7 +90,7 @@ def verdict(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, work_na
     if owned_by(live, work_namespace, work_name) \
             or annotations.get(CREATED_BY) == CREATED_BY_EXECUTION:
         return Verdict.UPDATE
-    if resolution(manifest) == binding.OVERWRITE:
+    if resolution(manifest) == vocabulary.OVERWRITE:
         return Verdict.ADOPT
     return Verdict.CONFLICT
 
@@ -140,11 +140,11 @@ def prepare(manifest: Mapping[str, Any], work_namespace: str, work_name: str,
     """
     obj = copy.deepcopy(dict(manifest))
     meta = obj.setdefault("metadata", {})
-    meta["labels"] = {**(meta.get("labels") or {}), binding.MANAGED: "true"}
+    meta["labels"] = {**(meta.get("labels") or {}), vocabulary.MANAGED: "true"}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in OUR_MARKS}
-    meta["annotations"] = {**annotations, binding.WORK_NAMESPACE: work_namespace,
-                           binding.WORK_NAME: work_name}
+    meta["annotations"] = {**annotations, vocabulary.WORK_NAMESPACE: work_namespace,
+                           vocabulary.WORK_NAME: work_name}
     if adopt:
         meta["annotations"][ADOPTED] = "true"
     for key in BOOKKEEPING:
@@ -162,7 +162,8 @@ def release_patch() -> dict[str, Any]:
 def work_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(namespace, name)`` of the Work a member object was applied from."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    namespace, name = annotations.get(binding.WORK_NAMESPACE), annotations.get(binding.WORK_NAME)
+    namespace = annotations.get(vocabulary.WORK_NAMESPACE)
+    name = annotations.get(vocabulary.WORK_NAME)
     return (str(namespace), str(name)) if namespace and name else None
 
 
@@ -197,7 +198,7 @@ def applied_condition(ok: bool, message: str, generation: int | None,
         "type": APPLIED, "status": "True" if ok else "False",
         "reason": APPLIED_SUCCESSFUL if ok else APPLIED_FAILED,
         "message": APPLIED_MESSAGE if ok else text.bound_message(message, APPLIED_MESSAGE_LIMIT),
-        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        "lastTransitionTime": wiretime.format_time(now)}
     if generation is not None:
         condition["observedGeneration"] = generation
     return condition
@@ -220,7 +221,7 @@ def manifests(work: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def has_finalizer(work: Mapping[str, Any]) -> bool:
     """Whether the Work carries the execution controller's finalizer."""
-    return binding.EXECUTION_FINALIZER in ((work.get("metadata") or {}).get("finalizers") or [])
+    return vocabulary.EXECUTION_FINALIZER in ((work.get("metadata") or {}).get("finalizers") or [])
 
 
 CONFLICT_REASON = "ApplyConflict"
@@ -237,19 +238,19 @@ def sources(work: Mapping[str, Any],
     """
     annotations = (work.get("metadata") or {}).get("annotations") or {}
     found: list[dict[str, Any]] = []
-    if annotations.get(binding.RB_NAME) and annotations.get(binding.RB_NAMESPACE):
+    if annotations.get(vocabulary.RB_NAME) and annotations.get(vocabulary.RB_NAMESPACE):
         found.append({"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-                      "metadata": {"name": annotations[binding.RB_NAME],
-                                   "namespace": annotations[binding.RB_NAMESPACE]}})
-    elif annotations.get(binding.CRB_NAME):
+                      "metadata": {"name": annotations[vocabulary.RB_NAME],
+                                   "namespace": annotations[vocabulary.RB_NAMESPACE]}})
+    elif annotations.get(vocabulary.CRB_NAME):
         found.append({"apiVersion": "work.karmada.io/v1alpha2",
                       "kind": "ClusterResourceBinding",
-                      "metadata": {"name": annotations[binding.CRB_NAME]}})
+                      "metadata": {"name": annotations[vocabulary.CRB_NAME]}})
     source = manifest if manifest is not None else next(iter(manifests(work)), None)
     if source is not None and source.get("kind") and (source.get("metadata") or {}).get("name"):
         meta = source.get("metadata") or {}
         template_meta = {k: meta[k] for k in ("name", "namespace") if meta.get(k)}
-        uid = (meta.get("annotations") or {}).get(binding.TEMPLATE_UID)
+        uid = (meta.get("annotations") or {}).get(vocabulary.TEMPLATE_UID)
         if uid:
             template_meta["uid"] = uid
         found.append({"apiVersion": source.get("apiVersion"), "kind": source.get("kind"),

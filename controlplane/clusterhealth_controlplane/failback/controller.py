@@ -28,12 +28,11 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
-from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.failback import decision
 from clusterhealth_controlplane.scheduler import adapt, framework
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.api import meta, policy
 from clusterhealth_core.kube import errors, resources
 
@@ -73,7 +72,13 @@ def _interesting(obj: Mapping[str, Any] | None) -> bool:
                 or decision.evicted_clusters(obj))
 
 
-class FailbackController:
+def _request(key: str) -> builder.Request:
+    """The request for a binding's key (``BindingRef.key``, the failback's own records)."""
+    ref = vocabulary.BindingRef.parse(key)
+    return builder.Request(ref.namespace, ref.name)
+
+
+class FailbackController(builder.Declared):
     """Rebalances opted-in static-weight bindings back onto recovered clusters."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -96,83 +101,61 @@ class FailbackController:
         self.waiting: set[str] = set()
         """Bindings with a failback due, waiting for a batch slot."""
         self.lock = asyncio.Lock()
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
-        self.policies.add_handler(self._on_policy)
-        self.cluster_policies.add_handler(self._on_policy)
-        self.clusters.add_handler(self._on_cluster)
-
-    @property
-    def synced(self) -> bool:
-        """Whether every cache has loaded."""
-        return all(c.synced for c in (self.bindings, self.cluster_bindings, self.policies,
-                                      self.cluster_policies, self.clusters))
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.bindings, self.cluster_bindings, self.policies,
-                      self.cluster_policies, self.clusters):
-            await cache.wait_synced()
-        await self.controller.run()
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .watches(self.bindings, self._on_binding)
+            .watches(self.cluster_bindings, self._on_binding)
+            .watches(self.policies, self._on_policy, builder.changed(decision.opted_in))
+            .watches(self.cluster_policies, self._on_policy, builder.changed(decision.opted_in))
+            .watches(self.clusters, self._on_cluster)
+            .complete(self.reconcile_binding))
 
     # --- events -------------------------------------------------------------
 
     def _all_bindings(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for store in (self.bindings.store, self.cluster_bindings.store):
             for obj in list(store.values()):
-                yield binding.BindingRef.of(obj).key, obj
+                yield vocabulary.BindingRef.of(obj).key, obj
 
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = binding.BindingRef.of(obj).key
-        if event == "DELETED":
+    def _on_binding(self, event: builder.Event) -> list[builder.Request]:
+        obj, old = event.obj, event.old
+        key = vocabulary.BindingRef.of(obj).key
+        if event.type == builder.DELETED:
             self.pending.pop(key, None)
             self.waiting.discard(key)
-            self._free_slot()
-            return
-        if _interesting(obj) or _interesting(old):
-            self.controller.enqueue(key)
+            return self._waiting()  # a slot freed
+        found = [builder.Request.of(obj)] if _interesting(obj) or _interesting(old) else []
         now = self.clock.now()
         if old is not None and decision.in_flight(old, now) and not decision.in_flight(obj, now):
-            self._free_slot()
+            found += self._waiting()  # a slot freed
+        return found
 
-    def _free_slot(self) -> None:
-        for key in sorted(self.waiting):
-            self.controller.enqueue(key)
+    def _waiting(self) -> list[builder.Request]:
+        return [_request(key) for key in sorted(self.waiting)]
 
-    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and decision.opted_in(obj) == decision.opted_in(old):
-            return
-        meta = obj.get("metadata") or {}
+    def _on_policy(self, event: builder.Event) -> list[builder.Request]:
+        meta = event.obj.get("metadata") or {}
         kind = "PropagationPolicy" if meta.get("namespace") else "ClusterPropagationPolicy"
         wanted = f"{kind}/{meta['namespace']}/{meta['name']}" if meta.get("namespace") \
             else f"{kind}/{meta['name']}"
-        for key, found in self._all_bindings():
-            if decision.policy_key(found) == wanted and _interesting(found):
-                self.controller.enqueue(key)
+        return [_request(key) for key, found in self._all_bindings()
+                if decision.policy_key(found) == wanted and _interesting(found)]
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
+        obj = event.obj
         name = str((obj.get("metadata") or {}).get("name"))
-        healthy = event != "DELETED" and decision.healthy(obj)
+        healthy = event.type != builder.DELETED and decision.healthy(obj)
         was = name in self.seen_healthy
         if healthy and not was:
             self.seen_healthy[name] = self.clock.now()
         elif not healthy:
             self.seen_healthy.pop(name, None)
-        if healthy == was and event == "MODIFIED":
-            return
-        for key, found in self._all_bindings():
-            if name in decision.record(found) or name in decision.evicted_clusters(found):
-                self.controller.enqueue(key)
+        if healthy == was and event.type == builder.MODIFIED:
+            return []
+        return [_request(key) for key, found in self._all_bindings()
+                if name in decision.record(found) or name in decision.evicted_clusters(found)]
 
     # --- reconcile ----------------------------------------------------------
-
-    def _cached(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
 
     def _policy(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         key = decision.policy_key(obj)
@@ -214,10 +197,11 @@ class FailbackController:
                 count += 1
         return count
 
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Record evictions, and fail back to clusters recovered for the whole window."""
-        ref = binding.BindingRef.parse(key)
-        obj = self._cached(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        key = ref.key
+        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
                 self.waiting.discard(key)
@@ -236,7 +220,7 @@ class FailbackController:
                     return None
         return None
 
-    async def _reconcile(self, ref: binding.BindingRef, obj: dict[str, Any]
+    async def _reconcile(self, ref: vocabulary.BindingRef, obj: dict[str, Any]
                          ) -> reconcile.Result | None:
         key = ref.key
         now = self.clock.now()
@@ -277,7 +261,7 @@ class FailbackController:
             return None
         return reconcile.Result(requeue_after=max(min(delays), 0.0))
 
-    def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
+    def _report(self, ref: vocabulary.BindingRef, obj: Mapping[str, Any],
                 clusters: tuple[str, ...]) -> None:
         resource = binding_io.resource_of(ref)
         names = ", ".join(clusters)

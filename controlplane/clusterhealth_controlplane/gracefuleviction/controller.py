@@ -24,11 +24,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
-from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.gracefuleviction import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ EVENT_ENDED = "EvictWorkloadFromClusterSucceed"
 CONFLICT_ATTEMPTS = 3
 
 
-class GracefulEvictionController:
+class GracefulEvictionController(builder.Declared):
     """Ends graceful-eviction tasks (a :class:`runner.Controller`)."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -54,42 +53,24 @@ class GracefulEvictionController:
         self.counts: dict[str, int] = {}
         """Tasks per binding key, for the gauge."""
         self.total = 0
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.bindings, _with_tasks, observe=self._count)
+            .for_(self.cluster_bindings, _with_tasks, observe=self._count)
+            .complete(self.reconcile_binding))
 
-    @property
-    def synced(self) -> bool:
-        """Whether the binding caches have loaded."""
-        return self.bindings.synced and self.cluster_bindings.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.bindings, self.cluster_bindings):
-            await cache.wait_synced()
-        await self.controller.run()
-
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = binding.BindingRef.of(obj).key
-        count = 0 if event == "DELETED" else len(decision.tasks(obj))
+    def _count(self, event: builder.Event) -> None:
+        key = vocabulary.BindingRef.of(event.obj).key
+        count = 0 if event.type == builder.DELETED else len(decision.tasks(event.obj))
         self.total += count - self.counts.pop(key, 0)
         if count:
             self.counts[key] = count
         self.metrics.graceful_eviction_tasks.set(self.total)
-        if count:
-            self.controller.enqueue(key)
 
-    def _cached(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
-
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """End the binding's tasks that are done; come back at the next deadline."""
-        ref = binding.BindingRef.parse(key)
-        obj = self._cached(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp") \
                     or not decision.tasks(obj):
@@ -122,7 +103,7 @@ class GracefulEvictionController:
             return None
         return reconcile.Result(requeue_after=max(verdict.next_check, 0.0))
 
-    def _report(self, ref: binding.BindingRef, obj: Mapping[str, Any],
+    def _report(self, ref: vocabulary.BindingRef, obj: Mapping[str, Any],
                 ended: list[decision.Ended]) -> None:
         resource = binding_io.resource_of(ref)
         about = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
@@ -139,3 +120,8 @@ class GracefulEvictionController:
             self.term.recorder.record(about, "Normal", EVENT_ENDED, message)
             if template_ref["metadata"].get("name"):
                 self.term.recorder.record(template_ref, "Normal", EVENT_ENDED, message)
+
+
+def _with_tasks(event: builder.Event) -> bool:
+    """A binding that carries tasks (also when first listed: a restart picks them up)."""
+    return event.type != builder.DELETED and bool(decision.tasks(event.obj))

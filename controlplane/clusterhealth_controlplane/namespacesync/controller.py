@@ -18,10 +18,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, workwriter
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, vocabulary, workwriter
 from clusterhealth_controlplane.namespacesync import decision
-from clusterhealth_core import reconcile
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import informer, resources
 
 log = logging.getLogger(__name__)
@@ -30,12 +29,11 @@ CONTROLLER = "namespaceSync"
 FIELD_MANAGER = "clusterhealth-namespace-sync"
 
 
-class NamespaceSyncController:
+class NamespaceSyncController(builder.Declared):
     """Namespaces -> Works, one per member."""
 
     def __init__(self, context: manager.Context) -> None:
         term = context.term
-        self.term = term
         self.skipped = context.options.propagation.skipped_namespaces
         self.namespaces = term.informers.informer(resources.NAMESPACES)
         self.clusters = term.informers.informer(resources.CLUSTERS)
@@ -43,49 +41,25 @@ class NamespaceSyncController:
         self.writer = workwriter.WorkWriter(term.api, self.works, FIELD_MANAGER)
         self.index: dict[str, set[str]] = {}
         """Namespace name -> the keys of its Works."""
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_namespace, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=context.workers))
-        self.namespaces.add_handler(self._on_namespace)
-        self.clusters.add_handler(self._on_cluster)
-        self.works.add_handler(self._on_work)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.namespaces, builder.changed(_carried))  # not a status write
+            .watches(self.clusters, self._every_namespace, builder.not_modified)
+            .owns(self.works, _source, builder.SPEC, observe=self._index_work)
+            .complete(self.reconcile_namespace))
 
-    @property
-    def synced(self) -> bool:
-        """Whether the Namespace, Cluster and Work caches have loaded."""
-        return self.namespaces.synced and self.clusters.synced and self.works.synced
+    def _every_namespace(self, event: builder.Event) -> list[builder.Request]:
+        return [builder.Request("", name) for name in list(self.namespaces.store)]
 
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.namespaces, self.clusters, self.works):
-            await cache.wait_synced()
-        await self.controller.run()
-
-    # --- events -------------------------------------------------------------
-
-    def _on_namespace(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and old is not None and _carried(obj) == _carried(old):
-            return  # a status write (phase, conditions): nothing a Work carries
-        self.controller.enqueue(str(obj["metadata"]["name"]))
-
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED":
-            return
-        for name in list(self.namespaces.store):
-            self.controller.enqueue(name)
-
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        source = decision.source_of(obj)
+    def _index_work(self, event: builder.Event) -> None:
+        source = decision.source_of(event.obj)
         if source is None:
             return
-        key = informer.key_of(obj)
-        if event == "DELETED":
+        key = informer.key_of(event.obj)
+        if event.type == builder.DELETED:
             self.index.get(source, set()).discard(key)
         else:
             self.index.setdefault(source, set()).add(key)
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec"):
-            return
-        self.controller.enqueue(source)
 
     # --- reconcile ----------------------------------------------------------
 
@@ -93,8 +67,9 @@ class NamespaceSyncController:
         return [w for w in (self.works.store.get(k) for k in sorted(self.index.get(name, ())))
                 if w is not None]
 
-    async def reconcile_namespace(self, name: str) -> reconcile.Result | None:
+    async def reconcile_namespace(self, request: builder.Request) -> reconcile.Result | None:
         """Put the namespace in every member (or take its Works away once it is gone)."""
+        name = request.name
         namespace = self.namespaces.store.get(name)
         if namespace is None or (namespace.get("metadata") or {}).get("deletionTimestamp"):
             for work in self._works_of(name):
@@ -110,10 +85,15 @@ class NamespaceSyncController:
                                                             f"{meta['name']}"), wanted):
                 await self.writer.apply(wanted)
         gone = [w for w in self._works_of(name)
-                if binding.cluster_of(str(w["metadata"]["namespace"])) not in clusters]
+                if vocabulary.cluster_of(str(w["metadata"]["namespace"])) not in clusters]
         for work in gone:  # a Cluster unjoined: its namespace Works go with it
             await self.writer.delete(work)
         return None
+
+
+def _source(work: dict[str, Any]) -> builder.Request | None:
+    source = decision.source_of(work)
+    return None if source is None else builder.Request("", source)
 
 
 def _carried(namespace: dict[str, Any]) -> Any:

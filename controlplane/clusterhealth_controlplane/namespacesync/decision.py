@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 
 SKIP_LABEL = "namespace.karmada.io/skip-auto-propagation"
@@ -35,7 +36,7 @@ def synced(namespace: Mapping[str, Any], skipped: Sequence[re.Pattern[str]] = ()
     """Whether the namespace sync propagates this control-plane namespace."""
     meta = namespace.get("metadata") or {}
     name = str(meta.get("name") or "")
-    if not name or name == "default" or binding.reserved(name):
+    if not name or name == "default" or vocabulary.reserved(name):
         return False
     if str((meta.get("labels") or {}).get(SKIP_LABEL, "")).lower() == "true":
         return False
@@ -44,7 +45,7 @@ def synced(namespace: Mapping[str, Any], skipped: Sequence[re.Pattern[str]] = ()
 
 def work_name(namespace: str) -> str:
     """The name of a namespace's Work in every execution namespace."""
-    return binding.work_name(KIND, namespace, None)
+    return vocabulary.work_name(KIND, namespace, None)
 
 
 def work(namespace: Mapping[str, Any], cluster: str) -> dict[str, Any]:
@@ -53,19 +54,19 @@ def work(namespace: Mapping[str, Any], cluster: str) -> dict[str, Any]:
     name = str(meta["name"])
     manifest = binding.manifest({**namespace, "apiVersion": "v1", "kind": KIND}, None)
     manifest.pop("spec", None)  # the member's own finalizers: nothing to carry
-    where = binding.execution_namespace(cluster)
-    own = (meta.get("annotations") or {}).get(binding.CONFLICT_RESOLUTION)
-    resolution = own if own in (binding.OVERWRITE, binding.ABORT) else binding.ABORT
+    where = vocabulary.execution_namespace(cluster)
+    own = (meta.get("annotations") or {}).get(vocabulary.CONFLICT_RESOLUTION)
+    resolution = own if own in (vocabulary.OVERWRITE, vocabulary.ABORT) else vocabulary.ABORT
     manifest_meta = manifest["metadata"]
-    manifest_meta["labels"] = {**(manifest_meta.get("labels") or {}), binding.MANAGED: "true"}
+    manifest_meta["labels"] = {**(manifest_meta.get("labels") or {}), vocabulary.MANAGED: "true"}
     manifest_meta["annotations"] = {
-        **(manifest_meta.get("annotations") or {}), binding.WORK_NAME: work_name(name),
-        binding.WORK_NAMESPACE: where, binding.CONFLICT_RESOLUTION: resolution}
+        **(manifest_meta.get("annotations") or {}), vocabulary.WORK_NAME: work_name(name),
+        vocabulary.WORK_NAMESPACE: where, vocabulary.CONFLICT_RESOLUTION: resolution}
     work_meta: dict[str, Any] = {
         "name": work_name(name), "namespace": where,
         "labels": {SOURCE_LABEL: name},
-        "annotations": {binding.CONFLICT_RESOLUTION: resolution},
-        "finalizers": [binding.EXECUTION_FINALIZER]}
+        "annotations": {vocabulary.CONFLICT_RESOLUTION: resolution},
+        "finalizers": [vocabulary.EXECUTION_FINALIZER]}
     if meta.get("uid"):
         work_meta["ownerReferences"] = [{"apiVersion": "v1", "kind": KIND, "name": name,
                                          "uid": str(meta["uid"]), "controller": True,
@@ -89,5 +90,5 @@ def up_to_date(current: Mapping[str, Any] | None, wanted: Mapping[str, Any]) -> 
             and all((have.get("labels") or {}).get(k) == v for k, v in want["labels"].items())
             and all((have.get("annotations") or {}).get(k) == v
                     for k, v in want["annotations"].items())
-            and binding.EXECUTION_FINALIZER in (have.get("finalizers") or [])
+            and vocabulary.EXECUTION_FINALIZER in (have.get("finalizers") or [])
             and (have.get("ownerReferences") or []) == want.get("ownerReferences", []))

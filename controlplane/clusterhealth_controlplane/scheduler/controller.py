@@ -46,7 +46,7 @@ from clusterhealth_controlplane.scheduler import (
     framework,
     metrics,
 )
-from clusterhealth_core import reconcile, retry, runner, status
+from clusterhealth_core import builder, reconcile, retry, runner, status
 from clusterhealth_core.api import meta, policy, work
 from clusterhealth_core.kube import errors as kube_errors
 from clusterhealth_core.kube import informer, resources
@@ -146,7 +146,7 @@ def _comparable(conditions: Any) -> dict[str, tuple[Any, ...]]:
             for c in conditions or [] if c.get("type") == CONDITION_SCHEDULED}
 
 
-class Scheduler:
+class Scheduler(builder.Declared):
     """Caches bindings and Clusters; schedules bindings (a :class:`runner.Controller`)."""
 
     def __init__(self, term: runner.Term, settings: ControllerSettings,
@@ -161,10 +161,6 @@ class Scheduler:
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=settings.workers),
-            on_terminal=self._terminal)
         self.entries: dict[str, adapt.ClusterEntry] = {}
         """Every Cluster's view, made once per change."""
         self.on_cluster: dict[str, set[str]] = {}
@@ -178,14 +174,13 @@ class Scheduler:
         Cluster change)."""
         self._placements: dict[str, tuple[policy.Placement, str]] = {}
         self._views: dict[tuple[str, int | None], framework.PlacementView] = {}
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
-        self.clusters.add_handler(self._on_cluster)
-
-    @property
-    def synced(self) -> bool:
-        """Whether every cache has loaded."""
-        return self.bindings.synced and self.cluster_bindings.synced and self.clusters.synced
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=settings.workers)
+            .watches(self.bindings, self._on_binding)
+            .watches(self.cluster_bindings, self._on_binding)
+            .watches(self.clusters, self._on_cluster)
+            .on_terminal(self._terminal)
+            .complete(self.reconcile_binding))
 
     # --- event handlers (synchronous, cheap) --------------------------------------------
 
@@ -199,29 +194,32 @@ class Scheduler:
         for name in after - before:
             self.on_cluster.setdefault(name, set()).add(key)
 
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_binding(self, event: builder.Event) -> list[builder.Request]:
+        obj, old = event.obj, event.old
         key = informer.key_of(obj)
-        if event == "DELETED":
+        if event.type == builder.DELETED:
             self._index(key, target_names(obj), frozenset())
             self.unschedulable.pop(key, None)
             self.produced.pop(key, None)
-            return
+            return []
         self._index(key, target_names(old), target_names(obj))
         if not is_ours(obj, self.settings.scheduler_name):
-            return
+            return []
         produced = self.produced.get(key)
         if produced is not None and produced >= _generation(obj):
-            return  # our own write (or its status), already decided on
+            return []  # our own write (or its status), already decided on
         self.produced.pop(key, None)
-        if (old is None or event == "ADDED" or _generation(old) != _generation(obj)
+        if (old is None or event.type == builder.ADDED or _generation(old) != _generation(obj)
                 or _applied(old) != _applied(obj)
                 or not is_ours(old, self.settings.scheduler_name)):
-            self.controller.enqueue(key)
+            return [builder.Request.of(obj)]
+        return []
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
+        obj = event.obj
         name = str(obj["metadata"]["name"])
         before = self.entries.get(name)
-        if event == "DELETED":
+        if event.type == builder.DELETED:
             self.entries.pop(name, None)
         else:
             try:
@@ -230,13 +228,12 @@ class Scheduler:
                 log.error("ignoring malformed Cluster %s: %s", name, exc)
                 self.entries.pop(name, None)
         if self.entries.get(name) == before:
-            return  # nothing the scheduler sees changed
+            return []  # nothing the scheduler sees changed
         self._by_request.clear()
-        for key in list(self.on_cluster.get(name, ())):
-            self.controller.enqueue(key)
-        if event != "DELETED":
-            for key in list(self.unschedulable):
-                self.controller.enqueue(key)
+        keys = list(self.on_cluster.get(name, ()))
+        if event.type != builder.DELETED:
+            keys += list(self.unschedulable)
+        return [builder.Request.parse(key) for key in keys]
 
     # --- reconcile ------------------------------------------------------------------------
 
@@ -276,8 +273,9 @@ class Scheduler:
             self._by_request[cache_key] = views
         return views
 
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Schedule one binding if it needs it; write the result."""
+        key = request.key
         obj = self._object(key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             self.unschedulable.pop(key, None)
@@ -377,7 +375,7 @@ class Scheduler:
                 self.produced[key] = generation
             else:
                 self.produced.pop(key, None)
-                self.controller.enqueue(key)
+                self.controller.enqueue(builder.Request.parse(key))
         live = obj.get("status") or {}
         condition = scheduled_condition(result, generation, self._now())
         desired: dict[str, Any] = {
@@ -457,8 +455,8 @@ class Scheduler:
     def _now(self) -> datetime.datetime:
         return self.clock.now().replace(microsecond=0)
 
-    async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
-        obj = self._object(key)
+    async def _terminal(self, request: builder.Request, exc: reconcile.TerminalError) -> None:
+        obj = self._object(request.key)
         if obj is not None:
             self.recorder.record(obj, "Warning", exc.reason, exc.message)
 
@@ -469,7 +467,4 @@ class Scheduler:
         for kind in (RB, CRB):
             self.writers[kind.resource.plural] = await self.term.status_writer(
                 kind.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
-        await self.clusters.wait_synced()
-        await self.bindings.wait_synced()
-        await self.cluster_bindings.wait_synced()
         await self.controller.run()

@@ -20,10 +20,10 @@ import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
-from clusterhealth_core import reconcile, status
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
 """The binding status fields this controller owns (its condition: ``FullyApplied``)."""
 
 
-class BindingStatusController:
+class BindingStatusController(builder.Declared):
     """Works -> binding status -> template status."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -55,55 +55,34 @@ class BindingStatusController:
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writers: dict[str, status.StatusWriter] = {}
         """The status writers of bindings and cluster bindings, by plural."""
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_binding, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
-        self.works.add_handler(self._on_work)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the binding and Work caches have loaded."""
-        return self.bindings.synced and self.cluster_bindings.synced and self.works.synced
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.bindings, builder.not_deleted, builder.SPEC)
+            .for_(self.cluster_bindings, builder.not_deleted, builder.SPEC)
+            .watches(self.works, self._index_work)  # every Work event, status writes too
+            .complete(self.reconcile_binding))
 
     async def run(self) -> None:
-        """Reconcile until cancelled."""
+        """Ask for the status writers, then reconcile until cancelled."""
         for resource in (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS):
             self.writers[resource.plural] = await self.term.status_writer(
                 resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({decision.FULLY_APPLIED}))
-        for cache in (self.bindings, self.cluster_bindings, self.works):
-            await cache.wait_synced()
         await self.controller.run()
 
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "DELETED" or (event == "MODIFIED" and old is not None
-                                  and obj.get("spec") == old.get("spec")):
-            return
-        meta = obj["metadata"]
-        self.controller.enqueue(binding.BindingRef(
-            not meta.get("namespace"), str(meta.get("namespace") or ""), str(meta["name"])).key)
+    def _index_work(self, event: builder.Event) -> list[builder.Request]:
+        ref = self.index.update(event.type, event.obj)
+        return [] if ref is None else [builder.Request(ref.namespace, ref.name)]
 
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        ref = self.index.update(event, obj)
-        if ref is not None:
-            self.controller.enqueue(ref.key)
-
-    def _binding(self, ref: binding.BindingRef) -> dict[str, Any] | None:
-        if ref.cluster_scoped:
-            return self.cluster_bindings.store.get(ref.name)
-        return self.bindings.store.get(f"{ref.namespace}/{ref.name}")
-
-    async def reconcile_binding(self, key: str) -> reconcile.Result | None:
+    async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Aggregate the binding's Works into its status and its template's."""
-        ref = binding.BindingRef.parse(key)
-        found = self._binding(ref)
+        ref = vocabulary.BindingRef.at(request.namespace, request.name)
+        found = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
         if found is None or found["metadata"].get("deletionTimestamp"):
             return None
         works: dict[str, dict[str, Any]] = {}
         for work_key in self.index.works(ref):
             work = self.works.store.get(work_key)
-            cluster = binding.cluster_of(work_key.split("/", 1)[0])
+            cluster = vocabulary.cluster_of(work_key.split("/", 1)[0])
             if work is not None and cluster and not work["metadata"].get("deletionTimestamp"):
                 works[cluster] = work
         items = decision.aggregated_status(works)
@@ -113,12 +92,12 @@ class BindingStatusController:
             return await self._write_template(found, items)
         return None
 
-    async def _write_binding(self, ref: binding.BindingRef, found: dict[str, Any],
+    async def _write_binding(self, ref: vocabulary.BindingRef, found: dict[str, Any],
                              items: list[dict[str, Any]], refused: binding.Refusal | None
                              ) -> None:
         current = found.get("status") or {}
         conditions = current.get("conditions") or []
-        condition = decision.keep_transition(
+        condition = vocabulary.keep_transition(
             decision.fully_applied(found, items, self.term.clock.now(),
                                    (refused.reason, refused.message) if refused else None),
             conditions)

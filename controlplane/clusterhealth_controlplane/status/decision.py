@@ -31,6 +31,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from clusterhealth_controlplane import wiretime
 from clusterhealth_core import text
 
 APPLIED = "Applied"
@@ -185,20 +186,10 @@ def fully_applied(binding: Mapping[str, Any], items: Sequence[Mapping[str, Any]]
         else (FULLY_APPLIED_FAILED, FULLY_APPLIED_FAILED_MESSAGE))
     condition: dict[str, Any] = {"type": FULLY_APPLIED, "status": "True" if ok else "False",
                                  "reason": reason, "message": message,
-                                 "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                                 "lastTransitionTime": wiretime.format_time(now)}
     generation = (binding.get("metadata") or {}).get("generation")
     if generation is not None:
         condition["observedGeneration"] = _int(generation)
-    return condition
-
-
-def keep_transition(condition: dict[str, Any],
-                    current: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """``condition`` with the live one's ``lastTransitionTime`` when its status is unchanged."""
-    for entry in current:
-        if entry.get("type") == condition["type"] and entry.get("status") == condition["status"] \
-                and entry.get("lastTransitionTime"):
-            return {**condition, "lastTransitionTime": entry["lastTransitionTime"]}
     return condition
 
 

@@ -17,11 +17,10 @@ import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import manager, memberobjects, vocabulary
 from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_controlplane.status import decision
-from clusterhealth_core import reconcile, status
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.kube import discovery, errors, resources
 
 log = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ SYNC_TIMEOUT = 10.0
 """How long a reconcile waits for a member cache to load before trying again."""
 
 
-class WorkStatusController:
+class WorkStatusController(builder.Declared):
     """Member status -> Work status."""
 
     def __init__(self, context: manager.Context) -> None:
@@ -42,51 +41,32 @@ class WorkStatusController:
         self.works = term.informers.informer(resources.WORKS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: memberobjects.MemberObjects = context.member_objects
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_work, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.works.add_handler(self._on_work)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
+            .uses(self.clusters)
+            .complete(self.reconcile_work))
         self.objects.add_listener(self._on_member_object)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the Work and Cluster caches have loaded."""
-        return self.works.synced and self.clusters.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for cache in (self.works, self.clusters):
-            await cache.wait_synced()
-        await self.controller.run()
-
-    def _on_work(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "DELETED":
-            return
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and ((obj.get("status") or {}).get("conditions")
-                     == (old.get("status") or {}).get("conditions")):
-            return  # our own write
-        self.controller.enqueue(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
 
     def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
                           old: dict[str, Any] | None) -> None:
         if not event or obj is None:
-            namespace = binding.execution_namespace(cluster)
-            for key, work in list(self.works.store.items()):
+            namespace = vocabulary.execution_namespace(cluster)
+            for work in list(self.works.store.values()):
                 if work["metadata"].get("namespace") == namespace:
-                    self.controller.enqueue(key)
+                    self.controller.enqueue(builder.Request.of(work))
             return
         owner = execution.work_of(obj)
-        if owner is not None and binding.cluster_of(owner[0]) == cluster:
-            self.controller.enqueue(f"{owner[0]}/{owner[1]}")
+        if owner is not None and vocabulary.cluster_of(owner[0]) == cluster:
+            self.controller.enqueue(builder.Request(owner[0], owner[1]))
 
-    async def reconcile_work(self, key: str) -> reconcile.Result | None:
+    async def reconcile_work(self, request: builder.Request) -> reconcile.Result | None:
         """Write the Work's ``manifestStatuses`` from its member objects."""
-        work = self.works.store.get(key)
+        work = self.works.store.get(request.key)
         if work is None or work["metadata"].get("deletionTimestamp"):
             return None
         namespace, name = str(work["metadata"]["namespace"]), str(work["metadata"]["name"])
-        cluster_name = binding.cluster_of(namespace)
+        cluster_name = vocabulary.cluster_of(namespace)
         cluster = self.clusters.store.get(cluster_name or "")
         if cluster is None:
             return None
@@ -120,3 +100,8 @@ class WorkStatusController:
                                       {"manifestStatuses": entries},
                                       field_manager=FIELD_MANAGER, namespace=namespace)
         return None
+
+
+def _work_carried(work: dict[str, Any]) -> Any:
+    """A Work's spec and conditions: our own write (``manifestStatuses``) changes neither."""
+    return work.get("spec"), (work.get("status") or {}).get("conditions")

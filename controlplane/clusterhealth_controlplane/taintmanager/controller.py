@@ -39,8 +39,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager
-from clusterhealth_controlplane.binding import decision as binding_decision
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.taintmanager import decision
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import reconcile, status
@@ -230,7 +229,7 @@ class TaintManager:
 
     def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta_ = obj.get("metadata") or {}
-        key = binding_decision.BindingRef(not meta_.get("namespace"),
+        key = vocabulary.BindingRef(not meta_.get("namespace"),
                                           str(meta_.get("namespace") or ""),
                                           str(meta_["name"])).key
         wanted = frozenset(decision.targets(obj)) if event != "DELETED" else frozenset()
@@ -260,7 +259,7 @@ class TaintManager:
     # --- decisions ------------------------------------------------------------
 
     def _binding(self, key: str) -> tuple[resources.Resource, dict[str, Any] | None]:
-        ref = binding_decision.BindingRef.parse(key)
+        ref = vocabulary.BindingRef.parse(key)
         if ref.cluster_scoped:
             return resources.CLUSTER_RESOURCE_BINDINGS, self.cluster_bindings.store.get(ref.name)
         return (resources.RESOURCE_BINDINGS,
@@ -350,7 +349,7 @@ class TaintManager:
                                      self.clock.now().replace(microsecond=0))
         await self.api.update(resource, {**_with_kind(binding, resource), "spec": spec})
         meta_ = binding.get("metadata") or {}
-        key = binding_decision.BindingRef(not meta_.get("namespace"),
+        key = vocabulary.BindingRef(not meta_.get("namespace"),
                                           str(meta_.get("namespace") or ""),
                                           str(meta_["name"])).key
         self.metrics.evictions.labels(RESULT_SUCCESS, decision.EVICTION_REASON).inc(

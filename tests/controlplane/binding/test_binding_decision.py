@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.binding import decision
 
 
@@ -20,7 +21,7 @@ from clusterhealth_controlplane.binding import decision
 ])
 def test_work_name_is_karmadas(kind: str, name: str, namespace: str | None,
                                expected: str) -> None:
-    assert decision.work_name(kind, name, namespace) == expected
+    assert vocabulary.work_name(kind, name, namespace) == expected
 
 
 def template(replicas: int | None = 3, kind: str = "Deployment",
@@ -91,20 +92,21 @@ def test_desired_works_one_per_cluster_with_karmadas_links() -> None:
         ("member1", "karmada-es-member1", 1), ("member2", "karmada-es-member2", 2)]
     work = works[0]
     assert work.name == "nginx-687f7fb96f"
-    assert work.labels == {decision.RB_ID: "rb-uid"}
-    assert work.annotations == {decision.RB_NAMESPACE: "default",
-                                decision.RB_NAME: "nginx-deployment",
-                                decision.CONFLICT_RESOLUTION: "abort"}
+    assert work.labels == {vocabulary.RB_ID: "rb-uid"}
+    assert work.annotations == {vocabulary.RB_NAMESPACE: "default",
+                                vocabulary.RB_NAME: "nginx-deployment",
+                                vocabulary.CONFLICT_RESOLUTION: "abort"}
     annotations = work.manifest["metadata"]["annotations"]
-    assert annotations[decision.CONFLICT_RESOLUTION] == "abort"  # Karmada puts it on both
-    assert annotations[decision.WORK_NAME] == "nginx-687f7fb96f"
-    assert annotations[decision.WORK_NAMESPACE] == "karmada-es-member1"
-    assert annotations[decision.TEMPLATE_UID] == "t-uid"
-    assert annotations[decision.TEMPLATE_GENERATION] == "4"
-    assert work.manifest["metadata"]["labels"][decision.MANAGED] == "true"
+    assert annotations[vocabulary.CONFLICT_RESOLUTION] == "abort"  # Karmada puts it on both
+    assert annotations[vocabulary.WORK_NAME] == "nginx-687f7fb96f"
+    assert annotations[vocabulary.WORK_NAMESPACE] == "karmada-es-member1"
+    assert annotations[vocabulary.TEMPLATE_UID] == "t-uid"
+    assert annotations[vocabulary.TEMPLATE_GENERATION] == "4"
+    assert work.manifest["metadata"]["labels"][vocabulary.MANAGED] == "true"
     body = work.body()
     assert body["kind"] == "Work" and body["spec"]["workload"]["manifests"] == [work.manifest]
-    assert decision.binding_of_work(body) == decision.BindingRef(False, "default",
+    assert body["metadata"]["finalizers"] == [vocabulary.EXECUTION_FINALIZER]  # set at creation
+    assert vocabulary.binding_of_work(body) == vocabulary.BindingRef(False, "default",
                                                                  "nginx-deployment")
 
 
@@ -112,16 +114,16 @@ def test_a_cluster_binding_links_by_its_name() -> None:
     obj = template(kind="Namespace", api_version="v1")
     obj["metadata"].pop("namespace")
     works = decision.desired_works(rb([("member1", 0)], namespace=None), obj)
-    assert works[0].labels == {decision.CRB_ID: "rb-uid"}
-    assert works[0].annotations[decision.CRB_NAME] == "nginx-deployment"
-    assert decision.binding_of_work(works[0].body()) == decision.BindingRef(True, "",
+    assert works[0].labels == {vocabulary.CRB_ID: "rb-uid"}
+    assert works[0].annotations[vocabulary.CRB_NAME] == "nginx-deployment"
+    assert vocabulary.binding_of_work(works[0].body()) == vocabulary.BindingRef(True, "",
                                                                             "nginx-deployment")
 
 
 def test_a_binding_with_a_permanent_id_label_uses_it() -> None:
     binding = rb([("member1", 1)])
-    binding["metadata"]["labels"] = {decision.RB_ID: "perm"}
-    assert decision.desired_works(binding, template())[0].labels == {decision.RB_ID: "perm"}
+    binding["metadata"]["labels"] = {vocabulary.RB_ID: "perm"}
+    assert decision.desired_works(binding, template())[0].labels == {vocabulary.RB_ID: "perm"}
 
 
 def work(cluster: str) -> dict[str, Any]:
@@ -140,7 +142,7 @@ def test_orphans(targets: list[tuple[str, int]], evictions: list[str], existing:
     binding = rb(targets, evictions)
     desired = decision.desired_works(binding, template())
     found = decision.orphans(binding, [work(c) for c in existing], desired)
-    assert [decision.cluster_of(w["metadata"]["namespace"]) for w in found] == deleted
+    assert [vocabulary.cluster_of(w["metadata"]["namespace"]) for w in found] == deleted
 
 
 @pytest.mark.parametrize(("purge_mode", "kept"), [
@@ -152,7 +154,7 @@ def test_a_task_purged_directly_keeps_no_work(purge_mode: str | None, kept: bool
         binding["spec"]["gracefulEvictionTasks"][0]["purgeMode"] = purge_mode
     desired = decision.desired_works(binding, template())
     found = decision.orphans(binding, [work("member1"), work("member2")], desired)
-    assert [decision.cluster_of(w["metadata"]["namespace"]) for w in found] == \
+    assert [vocabulary.cluster_of(w["metadata"]["namespace"]) for w in found] == \
         ([] if kept else ["member1"])
 
 
@@ -162,11 +164,11 @@ def test_a_deleted_binding_orphans_every_work_even_under_eviction() -> None:
 
 def test_work_index_follows_events() -> None:
     index = decision.WorkIndex()
-    ref = decision.BindingRef(False, "default", "nginx-deployment")
+    ref = vocabulary.BindingRef(False, "default", "nginx-deployment")
     body = decision.desired_works(rb([("member1", 1)]), template())[0].body()
     assert index.update("ADDED", body) == ref
     assert index.works(ref) == ["karmada-es-member1/nginx-687f7fb96f"]
-    assert decision.BindingRef.parse(ref.key) == ref
+    assert vocabulary.BindingRef.parse(ref.key) == ref
     index.update("DELETED", body)
     assert index.works(ref) == []
     assert index.update("ADDED", {"metadata": {"namespace": "x", "name": "y"}}) is None
@@ -175,7 +177,7 @@ def test_work_index_follows_events() -> None:
 @pytest.mark.parametrize(("namespace", "cluster"), [
     ("karmada-es-member1", "member1"), ("karmada-es-", None), ("default", None)])
 def test_cluster_of(namespace: str, cluster: str | None) -> None:
-    assert decision.cluster_of(namespace) == cluster
+    assert vocabulary.cluster_of(namespace) == cluster
 
 
 def _obj(api_version: str, kind: str, **fields: Any) -> dict[str, Any]:
@@ -254,10 +256,10 @@ def test_conflict_resolution_is_karmadas(policy: str | None, on_template: str | 
         binding["spec"]["conflictResolution"] = policy
     obj = template()
     if on_template:
-        obj["metadata"]["annotations"] = {decision.CONFLICT_RESOLUTION: on_template}
+        obj["metadata"]["annotations"] = {vocabulary.CONFLICT_RESOLUTION: on_template}
     work = decision.desired_works(binding, obj)[0]
-    assert work.annotations[decision.CONFLICT_RESOLUTION] == expected
-    assert work.manifest["metadata"]["annotations"][decision.CONFLICT_RESOLUTION] == expected
+    assert work.annotations[vocabulary.CONFLICT_RESOLUTION] == expected
+    assert work.manifest["metadata"]["annotations"][vocabulary.CONFLICT_RESOLUTION] == expected
 
 
 def _bound(namespace: str | None, resource_namespace: str | None) -> dict[str, Any]:

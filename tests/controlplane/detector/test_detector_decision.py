@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.detector import decision
 from clusterhealth_core.api import policy
 
@@ -175,7 +175,7 @@ def test_binding_spec_carries_the_reference_replicas_and_placement() -> None:
     parsed = policy.Placement.from_dict(spec["placement"])
     assert parsed.replica_scheduling is not None
     assert parsed.replica_scheduling.replica_scheduling_type == policy.ReplicaSchedulingType.DIVIDED
-    assert binding.binding_name("Deployment", "nginx") == "nginx-deployment"
+    assert vocabulary.binding_name("Deployment", "nginx") == "nginx-deployment"
 
 
 def test_selection_verdict_names_what_is_claimed_or_why_nothing() -> None:

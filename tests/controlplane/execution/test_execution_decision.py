@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.execution import decision
 
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
@@ -22,9 +22,9 @@ def member_object(**meta: Any) -> dict[str, Any]:
 
 def test_prepare_marks_the_object_with_its_work() -> None:
     body = decision.prepare(member_object(labels={"app": "x"}), "karmada-es-member1", "w")
-    assert body["metadata"]["labels"] == {"app": "x", binding.MANAGED: "true"}
-    assert body["metadata"]["annotations"] == {binding.WORK_NAMESPACE: "karmada-es-member1",
-                                               binding.WORK_NAME: "w"}
+    assert body["metadata"]["labels"] == {"app": "x", vocabulary.MANAGED: "true"}
+    assert body["metadata"]["annotations"] == {vocabulary.WORK_NAMESPACE: "karmada-es-member1",
+                                               vocabulary.WORK_NAME: "w"}
     assert "status" not in body and "resourceVersion" not in body["metadata"]
     assert decision.owned_by(body, "karmada-es-member1", "w")
     assert not decision.owned_by(body, "karmada-es-member2", "w")
@@ -79,7 +79,7 @@ def test_unserved_message_names_the_cluster_and_the_kinds() -> None:
 
 
 def test_manifests_and_finalizer() -> None:
-    work = {"metadata": {"finalizers": [binding.EXECUTION_FINALIZER]},
+    work = {"metadata": {"finalizers": [vocabulary.EXECUTION_FINALIZER]},
             "spec": {"workload": {"manifests": [member_object(), "junk"]}}}
     assert [m["kind"] for m in decision.manifests(work)] == ["Deployment"]
     assert decision.has_finalizer(work)
@@ -92,7 +92,7 @@ def _manifest(resolution: str | None = None, namespace: str | None = "team-a"
     if namespace:
         meta["namespace"] = namespace
     if resolution:
-        meta["annotations"] = {binding.CONFLICT_RESOLUTION: resolution}
+        meta["annotations"] = {vocabulary.CONFLICT_RESOLUTION: resolution}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
 
 
@@ -102,8 +102,8 @@ def _live(**annotations: str) -> dict[str, Any]:
                          "annotations": annotations}, "data": {"k": "platform"}}
 
 
-OURS = {binding.WORK_NAMESPACE: "karmada-es-member1", binding.WORK_NAME: "w"}
-OTHER_WORK = {binding.WORK_NAMESPACE: "karmada-es-member1", binding.WORK_NAME: "other"}
+OURS = {vocabulary.WORK_NAMESPACE: "karmada-es-member1", vocabulary.WORK_NAME: "w"}
+OTHER_WORK = {vocabulary.WORK_NAMESPACE: "karmada-es-member1", vocabulary.WORK_NAME: "other"}
 
 
 @pytest.mark.parametrize(("resolution", "live", "expected"), [
@@ -140,7 +140,7 @@ def test_an_adopted_object_is_marked_and_released_not_deleted() -> None:
     assert body["metadata"]["annotations"][decision.ADOPTED] == "true"
     assert decision.adopted(body) and not decision.adopted(_live(**OURS))
     patch = decision.release_patch()
-    assert patch["metadata"]["labels"][binding.MANAGED] is None
+    assert patch["metadata"]["labels"][vocabulary.MANAGED] is None
     assert set(body["metadata"]["annotations"]) <= set(patch["metadata"]["annotations"])
     assert all(v is None for v in patch["metadata"]["annotations"].values())
 
@@ -149,11 +149,11 @@ def test_a_template_cannot_forge_our_marks() -> None:
     forged = _manifest()
     forged["metadata"]["annotations"] = {decision.ADOPTED: "true",
                                          decision.CREATED_BY: decision.CREATED_BY_EXECUTION,
-                                         binding.WORK_NAME: "someone-else"}
+                                         vocabulary.WORK_NAME: "someone-else"}
     body = decision.prepare(forged, "karmada-es-member1", "w")
     annotations = body["metadata"]["annotations"]
     assert decision.ADOPTED not in annotations and decision.CREATED_BY not in annotations
-    assert annotations[binding.WORK_NAME] == "w"
+    assert annotations[vocabulary.WORK_NAME] == "w"
 
 
 @pytest.mark.parametrize(("namespace", "namespaced", "says"), [
@@ -174,17 +174,17 @@ def test_a_kind_of_another_scope_in_the_member_is_refused(namespace: str | None,
 
 def test_sources_are_the_binding_and_the_template() -> None:
     manifest = _manifest()
-    manifest["metadata"]["annotations"] = {binding.TEMPLATE_UID: "t-uid"}
+    manifest["metadata"]["annotations"] = {vocabulary.TEMPLATE_UID: "t-uid"}
     work = {"metadata": {"name": "w", "namespace": "karmada-es-member1",
-                         "annotations": {binding.RB_NAMESPACE: "team-a",
-                                         binding.RB_NAME: "settings-configmap"}},
+                         "annotations": {vocabulary.RB_NAMESPACE: "team-a",
+                                         vocabulary.RB_NAME: "settings-configmap"}},
             "spec": {"workload": {"manifests": [manifest]}}}
     assert decision.sources(work) == [
         {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
          "metadata": {"name": "settings-configmap", "namespace": "team-a"}},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": "settings", "namespace": "team-a", "uid": "t-uid"}}]
-    cluster_work = {"metadata": {"annotations": {binding.CRB_NAME: "ns-namespace"}},
+    cluster_work = {"metadata": {"annotations": {vocabulary.CRB_NAME: "ns-namespace"}},
                     "spec": {}}
     assert decision.sources(cluster_work) == [
         {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",

@@ -18,7 +18,7 @@ from typing import Any
 import cpkit
 
 import testkit
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, hung
@@ -31,7 +31,7 @@ HUNG_WORKS = 8
 
 def work(name: str, cluster: str) -> dict[str, Any]:
     return {"apiVersion": resources.WORKS.api_version, "kind": "Work",
-            "metadata": {"name": name, "namespace": binding.execution_namespace(cluster)},
+            "metadata": {"name": name, "namespace": vocabulary.execution_namespace(cluster)},
             "spec": {"workload": {"manifests": [{
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": "default"}, "data": {"a": "1"}}]}}}
@@ -55,7 +55,7 @@ async def test_a_hung_member_delays_only_its_own_works(
             for cluster in (stuck, *HEALTHY):
                 with contextlib.suppress(errors.Conflict):
                     await cp.create(resources.NAMESPACES, {"metadata": {
-                        "name": binding.execution_namespace(cluster)}})
+                        "name": vocabulary.execution_namespace(cluster)}})
             async with cpkit.running_manager(cp, ["execution"], workers=4,
                                              member_limits=limits):
                 # the hung member's Works first: they reach the workers before the others
@@ -71,7 +71,7 @@ async def test_a_hung_member_delays_only_its_own_works(
                         if cluster == stuck:
                             continue
                         obj = await cp.get(resources.WORKS, name,
-                                           namespace=binding.execution_namespace(cluster))
+                                           namespace=vocabulary.execution_namespace(cluster))
                         condition = applied(obj)
                         if condition is None or condition["status"] != "True":
                             return False
@@ -88,7 +88,7 @@ async def test_a_hung_member_delays_only_its_own_works(
                         if cluster != stuck:
                             continue
                         obj = await cp.get(resources.WORKS, name,
-                                           namespace=binding.execution_namespace(stuck))
+                                           namespace=vocabulary.execution_namespace(stuck))
                         condition = applied(obj)
                         if condition is None:
                             return None
@@ -107,7 +107,7 @@ async def test_a_hung_member_delays_only_its_own_works(
             assert member.requests >= 2
         finally:
             for cluster, name in created:
-                namespace = binding.execution_namespace(cluster)
+                namespace = vocabulary.execution_namespace(cluster)
                 with contextlib.suppress(errors.NotFound):
                     await cp.patch(resources.WORKS, name, {"metadata": {"finalizers": None}},
                                    namespace=namespace)

@@ -22,8 +22,7 @@ import cpkit
 import pytest
 
 import testkit
-from clusterhealth_controlplane import options
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import options, vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, waiting
@@ -83,7 +82,7 @@ async def member_deployment(env: environment.LocalEnvironment, member: str, ns: 
 async def work(api: kube.ApiClient, member: str, name: str) -> dict[str, Any] | None:
     try:
         return await api.get(resources.WORKS, name,
-                             namespace=binding.execution_namespace(member))
+                             namespace=vocabulary.execution_namespace(member))
     except errors.NotFound:
         return None
 
@@ -108,7 +107,7 @@ async def test_an_ended_task_removes_the_copy_once_the_member_answers_again(
                                   {"name": "member2", "replicas": 2}]}}, namespace=ns)
         for member in ("member1", "member2"):
             await set_ready(api, member, "True")
-        work_name = binding.work_name("Deployment", name, ns)
+        work_name = vocabulary.work_name("Deployment", name, ns)
 
         async def placed() -> bool:
             one = await member_deployment(env, "member1", ns, name)
@@ -143,10 +142,10 @@ async def test_an_ended_task_removes_the_copy_once_the_member_answers_again(
             held = await waiting.eventually(deleting, timeout=30)
             obj = await api.get(resources.RESOURCE_BINDINGS, rb, namespace=ns)
             assert not obj["spec"].get("gracefulEvictionTasks")
-            assert binding.EXECUTION_FINALIZER in held["metadata"]["finalizers"]
+            assert vocabulary.EXECUTION_FINALIZER in held["metadata"]["finalizers"]
             await asyncio.sleep(3.0)  # unreachable: nothing can be cleaned, nothing is lost
             still = await work(api, "member1", work_name)
-            assert still is not None and binding.EXECUTION_FINALIZER in \
+            assert still is not None and vocabulary.EXECUTION_FINALIZER in \
                 still["metadata"]["finalizers"]
         finally:
             await env.start_server("member1")

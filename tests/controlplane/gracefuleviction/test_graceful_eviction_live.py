@@ -18,6 +18,7 @@ import prometheus_client
 import testkit
 from clusterhealth_controlplane import options
 from clusterhealth_controlplane.gracefuleviction import controller
+from clusterhealth_core import builder
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment, waiting
@@ -250,7 +251,7 @@ async def test_a_stale_view_never_drops_a_task_another_writer_added(
         await waiting.eventually(lambda: cached_version(newer["metadata"]["resourceVersion"]))
         stale["spec"]["gracefulEvictionTasks"] = [{**held, "suppressDeletion": False}]
         part.bindings.store[key] = stale
-        await part.reconcile_binding(f"RB|{ns}|web-deployment")
+        await part.reconcile_binding(builder.Request(ns, "web-deployment"))
 
         found = await tasks_of(api, "web-deployment", ns)
         assert [(t["fromCluster"], t.get("suppressDeletion")) for t in found] == [

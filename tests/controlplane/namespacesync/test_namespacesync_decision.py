@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.namespacesync import decision
 
 
@@ -42,26 +42,26 @@ def test_the_work_carries_labels_and_annotations_and_is_finalized() -> None:
     psa = {"pod-security.kubernetes.io/enforce": "restricted", "team": "a"}
     work = decision.work(namespace("team-a", psa, {"owner": "a@example.com"}), "member1")
     meta = work["metadata"]
-    assert meta["name"] == binding.work_name("Namespace", "team-a", None)
+    assert meta["name"] == vocabulary.work_name("Namespace", "team-a", None)
     assert meta["namespace"] == "karmada-es-member1"
-    assert meta["finalizers"] == [binding.EXECUTION_FINALIZER]
+    assert meta["finalizers"] == [vocabulary.EXECUTION_FINALIZER]
     assert meta["ownerReferences"][0]["uid"] == "team-a-uid"
     assert decision.source_of(work) == "team-a"
     [manifest] = work["spec"]["workload"]["manifests"]
     assert manifest["kind"] == "Namespace" and "status" not in manifest
     assert "spec" not in manifest
-    assert manifest["metadata"]["labels"] == {**psa, binding.MANAGED: "true"}
+    assert manifest["metadata"]["labels"] == {**psa, vocabulary.MANAGED: "true"}
     annotations = manifest["metadata"]["annotations"]
     assert annotations["owner"] == "a@example.com"
-    assert annotations[binding.CONFLICT_RESOLUTION] == "abort"
-    assert annotations[binding.WORK_NAME] == meta["name"]
+    assert annotations[vocabulary.CONFLICT_RESOLUTION] == "abort"
+    assert annotations[vocabulary.WORK_NAME] == meta["name"]
     assert "uid" not in manifest["metadata"] and "resourceVersion" not in manifest["metadata"]
 
 
 def test_a_namespace_may_opt_into_overwrite() -> None:
     found = decision.work(namespace("team-a", annotations={
-        binding.CONFLICT_RESOLUTION: "overwrite"}), "member1")
-    assert found["metadata"]["annotations"][binding.CONFLICT_RESOLUTION] == "overwrite"
+        vocabulary.CONFLICT_RESOLUTION: "overwrite"}), "member1")
+    assert found["metadata"]["annotations"][vocabulary.CONFLICT_RESOLUTION] == "overwrite"
 
 
 def test_up_to_date_compares_what_the_work_carries() -> None:

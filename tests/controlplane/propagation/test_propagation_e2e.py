@@ -16,7 +16,7 @@ from typing import Any
 import cpkit
 
 import testkit
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment
@@ -78,12 +78,12 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
         await schedule(cp, namespace, rb, {"member1": 1, "member2": 2})
 
         # one Work per cluster, in the execution namespaces, named as Karmada names them
-        work = binding.work_name("Deployment", name, namespace)
+        work = vocabulary.work_name("Deployment", name, namespace)
         for member in ("member1", "member2"):
             found = await testkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
-            assert found["metadata"]["annotations"][binding.RB_NAME] == rb
-            assert found["metadata"]["annotations"][binding.RB_NAMESPACE] == namespace
+            assert found["metadata"]["annotations"][vocabulary.RB_NAME] == rb
+            assert found["metadata"]["annotations"][vocabulary.RB_NAMESPACE] == namespace
             manifest = found["spec"]["workload"]["manifests"][0]
             assert "status" not in manifest and "uid" not in manifest["metadata"]
             assert not any(k.startswith("propagationpolicy.karmada.io")
@@ -107,6 +107,14 @@ async def test_a_deployment_is_propagated_divided_kept_and_removed(
         for member in ("member1", "member2"):
             await testkit.eventually(lambda m=member: work_healthy(m),  # type: ignore[misc]
                                      what=f"Work status in {member}")
+            # the binding controller created it with the execution finalizer (as Karmada
+            # does): the execution controller never had to add it in a second reconcile
+            obj = await cp.get(resources.WORKS, work, namespace=f"karmada-es-{member}")
+            assert vocabulary.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
+            finalizer_writers = {m["manager"] for m in obj["metadata"]["managedFields"]
+                                 if "f:finalizers" in (m.get("fieldsV1") or {})
+                                 .get("f:metadata", {})}
+            assert finalizer_writers == {"clusterhealth-binding"}, finalizer_writers
 
         async def template_available(count: int) -> dict[str, Any] | None:
             obj = await cp.get(resources.DEPLOYMENTS, name, namespace=namespace)
@@ -212,7 +220,7 @@ async def test_a_service_gets_its_cluster_ip_from_each_member(
             cp, resources.RESOURCE_BINDINGS, rb, namespace), what="binding")
         await cp.patch(resources.RESOURCE_BINDINGS, rb, {"spec": {"clusters": [
             {"name": "member1"}, {"name": "member2"}]}}, namespace=namespace)
-        work = binding.work_name("Service", name, namespace)
+        work = vocabulary.work_name("Service", name, namespace)
         for member in ("member1", "member2"):
             found = await testkit.eventually(lambda m=member: cpkit.get_or_none(  # type: ignore[misc]
                 cp, resources.WORKS, work, f"karmada-es-{m}"), what=f"Work in {member}")
@@ -276,14 +284,14 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
 
         async def finalized() -> bool:
             obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
-            return binding.EXECUTION_FINALIZER in obj["metadata"].get("finalizers", [])
+            return vocabulary.EXECUTION_FINALIZER in obj["metadata"].get("finalizers", [])
         await testkit.eventually(finalized, what="finalizer on the Work")
         await cp.delete(resources.WORKS, name, namespace=f"karmada-es-{name}")
         # the member cannot be reached: the Work waits (the probe times out quickly)
         for _ in range(3):
             obj = await cp.get(resources.WORKS, name, namespace=f"karmada-es-{name}")
             assert obj["metadata"].get("deletionTimestamp")
-            assert binding.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
+            assert vocabulary.EXECUTION_FINALIZER in obj["metadata"]["finalizers"]
             await asyncio.sleep(1.0)
         await cp.delete(resources.CLUSTERS, name)
         await testkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.status import decision
 
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
@@ -110,9 +111,9 @@ def test_a_refused_binding_is_never_fully_applied() -> None:
 def test_keep_transition_time_when_unchanged() -> None:
     wanted = decision.fully_applied(binding("member1"), [], NOW)
     live = [{**wanted, "lastTransitionTime": "2020-01-01T00:00:00Z"}]
-    assert decision.keep_transition(wanted, live)["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    assert vocabulary.keep_transition(wanted, live)["lastTransitionTime"] == "2020-01-01T00:00:00Z"
     live[0]["status"] = "True"
-    assert decision.keep_transition(wanted, live)["lastTransitionTime"] == "2025-01-02T03:04:05Z"
+    assert vocabulary.keep_transition(wanted, live)["lastTransitionTime"] == "2025-01-02T03:04:05Z"
     assert decision.same_condition(wanted, dict(wanted))
     assert not decision.same_condition(None, wanted)
 

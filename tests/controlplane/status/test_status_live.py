@@ -17,7 +17,7 @@ from typing import Any
 import cpkit
 
 import testkit
-from clusterhealth_controlplane.binding import decision as binding
+from clusterhealth_controlplane import vocabulary
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
@@ -35,8 +35,8 @@ async def _failed_work(cp: kube.ApiClient, namespace: str, rb_namespace: str,
     await cp.create(resources.WORKS, {
         "apiVersion": resources.WORKS.api_version, "kind": "Work",
         "metadata": {"name": name, "namespace": namespace,
-                     "annotations": {binding.RB_NAMESPACE: rb_namespace,
-                                     binding.RB_NAME: rb_name}},
+                     "annotations": {vocabulary.RB_NAMESPACE: rb_namespace,
+                                     vocabulary.RB_NAME: rb_name}},
         "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
                                              "metadata": {"name": rb_name,
                                                           "namespace": rb_namespace}}]}}},
@@ -60,7 +60,7 @@ async def test_100_long_errors_fit_in_the_binding(env: environment.LocalEnvironm
     clusters = [f"{rb_name}-{i:03d}" for i in range(CLUSTERS)]
     for batch in range(0, CLUSTERS, 20):
         await asyncio.gather(*(
-            _failed_work(cp, binding.execution_namespace(c), rb_namespace, rb_name, i)
+            _failed_work(cp, vocabulary.execution_namespace(c), rb_namespace, rb_name, i)
             for i, c in enumerate(clusters) if batch <= i < batch + 20))
 
     async def aggregated() -> list[dict[str, Any]] | None:
@@ -85,6 +85,6 @@ async def test_100_long_errors_fit_in_the_binding(env: environment.LocalEnvironm
     finally:
         for cluster in clusters:
             await cp.delete(resources.WORKS, f"{rb_name}-work",
-                            namespace=binding.execution_namespace(cluster), missing_ok=True)
+                            namespace=vocabulary.execution_namespace(cluster), missing_ok=True)
         await cp.delete(resources.RESOURCE_BINDINGS, rb_name, namespace=rb_namespace,
                         missing_ok=True)

@@ -1,0 +1,306 @@
+"""A controller declared, not wired: what it is for, what it owns, what it watches.
+
+controller-runtime's ``pkg/builder`` in our runtime.  Every controller used to
+write the same wiring again: informers asked for, one ``add_handler`` per kind
+with a hand-written "ignore our own status write" test, a ``synced`` property
+over those caches, and a ``run`` that waits for them before starting the
+workers.  Here a controller says instead::
+
+    self.controller = (builder.Builder(NAME, term, workers=n)
+                       .for_(resources.NAMESPACES, builder.changed(carried))
+                       .owns(resources.WORKS, owner_of, builder.changed(spec))
+                       .watches(resources.CLUSTERS, every_namespace, builder.not_modified)
+                       .complete(self.reconcile))
+
+and keeps its ``reconcile(request) -> Result`` and its decision.
+
+* A :class:`Request` is a typed object reference (namespace and name), not a
+  string in each controller's own format; the queue keys it by
+  ``namespace/name`` (or ``name``), as ``informer.key_of``.
+* ``for_`` enqueues the object itself, ``owns`` the owner a function names
+  (Works name their binding in labels, not in ``ownerReferences``), and
+  ``watches`` whatever a map function returns.
+* Predicates drop events before they are mapped: :func:`changed` keeps a
+  modification only when a view of the object changed (the common "ignore a
+  status write": :data:`SPEC`, :func:`generation_changed`), and
+  :data:`not_modified` keeps only additions and deletions.
+* An ``observe`` function sees every event of a watch, predicates aside
+  (indexes and gauges that must follow each version).
+* ``resync(period)``: every object of the ``for_`` kind is queued again each
+  period -- one place, not a sleep loop per controller.
+* The built :class:`Controller` is synced when every declared informer is,
+  and runs the workers once they have all loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from clusterhealth_core import reconcile, runner
+from clusterhealth_core.kube import informer, resources
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Request:
+    """What one reconcile is about: an object's namespace ("" when cluster-scoped) and name."""
+
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, or ``name`` for a cluster-scoped object (the queue's key)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def parse(cls, key: str) -> Request:
+        """The request a queue key stands for (names never contain ``/``)."""
+        namespace, _, name = key.rpartition("/")
+        return cls(namespace, name)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Request:
+        """The request for an object."""
+        meta = obj.get("metadata") or {}
+        return cls(str(meta.get("namespace") or ""), str(meta["name"]))
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One change an informer saw: its type, the object (last state when deleted), the old."""
+
+    type: str
+    obj: informer.Object
+    old: informer.Object | None
+
+
+Predicate = Callable[[Event], bool]
+MapFunc = Callable[[Event], Iterable[Request]]
+Observer = Callable[[Event], object]
+"""Sees every event of a watch, whatever its predicates say; what it returns is ignored."""
+Reconcile = Callable[[Request], Awaitable[reconcile.Result | None]]
+OnTerminal = Callable[[Request, reconcile.TerminalError], Awaitable[None]]
+View = Callable[[informer.Object], Any]
+
+
+def changed(view: View) -> Predicate:
+    """Keep additions, deletions, and modifications that change ``view`` of the object."""
+    def predicate(event: Event) -> bool:
+        return event.type != MODIFIED or event.old is None or view(event.obj) != view(event.old)
+    return predicate
+
+
+def meta(obj: informer.Object, field: str) -> Any:
+    """``metadata.<field>`` of an object (None when missing)."""
+    return (obj.get("metadata") or {}).get(field)
+
+
+def spec_and_deletion(obj: informer.Object) -> Any:
+    """The spec and the deletion mark: what a status write leaves alone."""
+    return obj.get("spec"), meta(obj, "deletionTimestamp")
+
+
+SPEC: Predicate = changed(lambda obj: obj.get("spec"))
+"""Ignore status writes (ours or another's): keep only a spec that changed."""
+generation_changed: Predicate = changed(lambda obj: meta(obj, "generation"))
+"""controller-runtime's ``GenerationChangedPredicate``."""
+
+
+def not_modified(event: Event) -> bool:
+    """Keep only additions and deletions."""
+    return event.type != MODIFIED
+
+
+def not_deleted(event: Event) -> bool:
+    """Keep all but deletions."""
+    return event.type != DELETED
+
+
+def to_self(event: Event) -> Iterable[Request]:
+    """The object itself (``for_``)."""
+    return (Request.of(event.obj),)
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    """One declared source of requests."""
+
+    informer: informer.Informer
+    map: MapFunc
+    predicates: tuple[Predicate, ...] = ()
+    observe: Observer | None = None
+
+    def requests(self, event: Event) -> Iterable[Request]:
+        """The requests one event makes (none when a predicate drops it)."""
+        if self.observe is not None:
+            self.observe(event)
+        if all(p(event) for p in self.predicates):
+            return self.map(event)
+        return ()
+
+
+class Controller:
+    """A built controller: its declared informers, its queue and workers."""
+
+    def __init__(self, name: str, term: runner.Term, watches: list[Watch],
+                 reconciler: Reconcile, *, settings: reconcile.ControllerSettings,
+                 on_terminal: OnTerminal | None, resync: float | None,
+                 also_synced: list[informer.Informer]) -> None:
+        self.name = name
+        self.watches = watches
+        self.clock = term.clock
+        self._reconcile = reconciler
+        self._on_terminal = on_terminal
+        self.resync_period = resync
+        self.informers: list[informer.Informer] = []
+        for cache in [w.informer for w in watches] + also_synced:
+            if not any(cache is known for known in self.informers):
+                self.informers.append(cache)
+        self.runtime = reconcile.Controller(
+            name, self._by_key, metrics=term.metrics.controllers, clock=term.clock,
+            settings=settings, on_terminal=self._terminal if on_terminal else None)
+        self.queue = self.runtime.queue
+        for watch in watches:
+            watch.informer.add_handler(self._handler(watch))
+
+    def _handler(self, watch: Watch) -> informer.Handler:
+        def handle(event: str, obj: informer.Object, old: informer.Object | None) -> None:
+            for request in watch.requests(Event(event, obj, old)):
+                self.runtime.enqueue(request.key)
+        return handle
+
+    async def _by_key(self, key: str) -> reconcile.Result | None:
+        return await self._reconcile(Request.parse(key))
+
+    async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
+        assert self._on_terminal is not None
+        await self._on_terminal(Request.parse(key), exc)
+
+    def watch(self, source: informer.Informer, map_fn: MapFunc, *predicates: Predicate) -> None:
+        """Watch a kind found while running (a template kind met in a reconcile).
+
+        Its cache is not part of :attr:`synced`: the reconcile that asked for it looks.
+        """
+        source.add_handler(self._handler(Watch(source, map_fn, predicates)))
+
+    def enqueue(self, request: Request) -> None:
+        """Reconcile ``request`` soon."""
+        self.runtime.enqueue(request.key)
+
+    def enqueue_after(self, request: Request, delay: float) -> None:
+        """Reconcile ``request`` after ``delay`` seconds (the earliest request wins)."""
+        self.runtime.enqueue_after(request.key, delay)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every declared informer has loaded."""
+        return all(cache.synced for cache in self.informers)
+
+    async def _resync(self, period: float) -> None:
+        primary = self.watches[0].informer
+        while True:
+            await self.clock.sleep(period)
+            for key in list(primary.store):
+                self.runtime.enqueue(key)
+
+    async def wait_synced(self) -> None:
+        """Wait until every declared informer has loaded."""
+        for cache in self.informers:
+            await cache.wait_synced()
+
+    async def run(self) -> None:
+        """Wait for every declared informer, then reconcile until cancelled."""
+        await self.wait_synced()
+        if self.resync_period is None:
+            await self.runtime.run()
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._resync(self.resync_period), name=f"{self.name}-resync")
+            group.create_task(self.runtime.run(), name=f"{self.name}-workers")
+
+
+class Builder:
+    """Declare a controller: ``for_``, ``owns``, ``watches``, then :meth:`complete`."""
+
+    def __init__(self, name: str, term: runner.Term, *, workers: int = 2,
+                 settings: reconcile.ControllerSettings | None = None) -> None:
+        self.name = name
+        self.term = term
+        self.settings = settings or reconcile.ControllerSettings(workers=workers)
+        self._watches: list[Watch] = []
+        self._also: list[informer.Informer] = []
+        self._resync: float | None = None
+        self._on_terminal: OnTerminal | None = None
+
+    def _informer(self, source: resources.Resource | informer.Informer) -> informer.Informer:
+        if isinstance(source, resources.Resource):
+            return self.term.informers.informer(source)
+        return source
+
+    def for_(self, source: resources.Resource | informer.Informer, *predicates: Predicate,
+             observe: Observer | None = None) -> Builder:
+        """The kind this controller reconciles: each of its objects is a request."""
+        return self.watches(source, to_self, *predicates, observe=observe)
+
+    def owns(self, source: resources.Resource | informer.Informer,
+             owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
+             observe: Observer | None = None) -> Builder:
+        """A kind this controller makes: a change requests its owner (``owner(obj)``)."""
+        def to_owner(event: Event) -> Iterable[Request]:
+            found = owner(event.obj)
+            return () if found is None else (found,)
+        return self.watches(source, to_owner, *predicates, observe=observe)
+
+    def watches(self, source: resources.Resource | informer.Informer, map_fn: MapFunc,
+                *predicates: Predicate, observe: Observer | None = None) -> Builder:
+        """Any other kind: ``map_fn(event)`` says which requests a change makes."""
+        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe))
+        return self
+
+    def uses(self, source: resources.Resource | informer.Informer) -> Builder:
+        """A cache the reconcile reads without watching it: waited for, part of ``synced``."""
+        self._also.append(self._informer(source))
+        return self
+
+    def resync(self, period: float) -> Builder:
+        """Queue every object of the ``for_`` kind again each ``period`` seconds."""
+        self._resync = period
+        return self
+
+    def on_terminal(self, hook: OnTerminal) -> Builder:
+        """How a :class:`reconcile.TerminalError` is reported (a condition, an Event)."""
+        self._on_terminal = hook
+        return self
+
+    def complete(self, reconciler: Reconcile) -> Controller:
+        """The controller, its handlers registered on the informers."""
+        if not self._watches:
+            raise ValueError(f"controller {self.name} watches nothing: declare for_() first")
+        return Controller(self.name, self.term, list(self._watches), reconciler,
+                          settings=self.settings, on_terminal=self._on_terminal,
+                          resync=self._resync, also_synced=list(self._also))
+
+
+class Declared:
+    """A controller class whose wiring is a :class:`Controller` in ``self.controller``."""
+
+    controller: Controller
+
+    @property
+    def synced(self) -> bool:
+        """Whether the declared caches have loaded."""
+        return self.controller.synced
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        await self.controller.run()

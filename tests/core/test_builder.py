@@ -1,0 +1,239 @@
+"""The controller builder: requests, predicates, watches, and a built controller's wiring.
+
+The informers here are fakes (a store, handlers, a synced flag): the builder's own logic
+is pure; the controllers built with it are tested against real API servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import types
+from typing import Any, cast
+
+import prometheus_client
+import pytest
+
+from clusterhealth_core import builder, reconcile, runner
+from clusterhealth_core import clock as clocks
+from clusterhealth_core.kube import informer
+
+
+def obj(name: str, namespace: str = "", **fields: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"metadata": {**meta, **fields.pop("metadata", {})}, **fields}
+
+
+@pytest.mark.parametrize(("request_", "key"), [
+    (builder.Request("ns", "a"), "ns/a"),
+    (builder.Request("", "cluster-a"), "cluster-a"),
+])
+def test_a_request_is_keyed_as_informers_key_objects(request_: builder.Request,
+                                                     key: str) -> None:
+    assert request_.key == key == str(request_)
+    assert builder.Request.parse(key) == request_
+    assert builder.Request.of(obj(request_.name, request_.namespace)) == request_
+    assert informer.key_of(obj(request_.name, request_.namespace)) == key
+
+
+SPEC_A = obj("a", "ns", spec={"x": 1}, status={"ok": True})
+STATUS_WRITE = obj("a", "ns", spec={"x": 1}, status={"ok": False})
+SPEC_CHANGE = obj("a", "ns", spec={"x": 2}, status={"ok": True})
+
+
+@pytest.mark.parametrize(("predicate", "event", "kept"), [
+    (builder.SPEC, builder.Event("ADDED", SPEC_A, None), True),
+    (builder.SPEC, builder.Event("DELETED", SPEC_A, None), True),
+    (builder.SPEC, builder.Event("MODIFIED", STATUS_WRITE, SPEC_A), False),
+    (builder.SPEC, builder.Event("MODIFIED", SPEC_CHANGE, SPEC_A), True),
+    (builder.SPEC, builder.Event("MODIFIED", SPEC_A, None), True),  # no old: keep
+    (builder.generation_changed, builder.Event(
+        "MODIFIED", obj("a", metadata={"generation": 2}), obj("a", metadata={"generation": 1})),
+     True),
+    (builder.generation_changed, builder.Event(
+        "MODIFIED", obj("a", metadata={"generation": 1}), obj("a", metadata={"generation": 1})),
+     False),
+    (builder.changed(builder.spec_and_deletion), builder.Event(
+        "MODIFIED", obj("a", spec={}, metadata={"deletionTimestamp": "t"}), obj("a", spec={})),
+     True),
+    (builder.not_modified, builder.Event("MODIFIED", SPEC_CHANGE, SPEC_A), False),
+    (builder.not_modified, builder.Event("ADDED", SPEC_A, None), True),
+    (builder.not_deleted, builder.Event("DELETED", SPEC_A, None), False),
+    (builder.not_deleted, builder.Event("MODIFIED", SPEC_CHANGE, SPEC_A), True),
+])
+def test_predicates(predicate: builder.Predicate, event: builder.Event, kept: bool) -> None:
+    assert predicate(event) is kept
+
+
+def test_a_watch_observes_every_event_and_maps_only_what_its_predicates_keep() -> None:
+    seen: list[str] = []
+    watch = builder.Watch(cast(informer.Informer, None), builder.to_self, (builder.SPEC,),
+                          observe=lambda e: seen.append(e.type))
+    assert list(watch.requests(builder.Event("MODIFIED", STATUS_WRITE, SPEC_A))) == []
+    assert list(watch.requests(builder.Event("MODIFIED", SPEC_CHANGE, SPEC_A))) == [
+        builder.Request("ns", "a")]
+    assert seen == ["MODIFIED", "MODIFIED"]
+
+
+class FakeInformer:
+    """An informer's surface as the builder uses it: handlers, a store, a synced flag."""
+
+    def __init__(self) -> None:
+        self.handlers: list[informer.Handler] = []
+        self.store: dict[str, informer.Object] = {}
+        self.loaded = asyncio.Event()
+
+    def add_handler(self, handler: informer.Handler) -> None:
+        self.handlers.append(handler)
+
+    @property
+    def synced(self) -> bool:
+        return self.loaded.is_set()
+
+    async def wait_synced(self) -> None:
+        await self.loaded.wait()
+
+    def emit(self, event: str, new: informer.Object, old: informer.Object | None = None) -> None:
+        key = informer.key_of(new)
+        if event == "DELETED":
+            self.store.pop(key, None)
+        else:
+            self.store[key] = new
+        for handler in self.handlers:
+            handler(event, new, old)
+
+
+def term() -> runner.Term:
+    metrics = types.SimpleNamespace(
+        controllers=reconcile.ControllerMetrics(prometheus_client.CollectorRegistry()))
+    return cast(runner.Term, types.SimpleNamespace(clock=clocks.Clock(), metrics=metrics,
+                                                   informers=None))
+
+
+async def test_a_built_controller_reconciles_requests_from_for_owns_and_watches() -> None:
+    primary, owned, other, read = FakeInformer(), FakeInformer(), FakeInformer(), FakeInformer()
+    done: list[builder.Request] = []
+    reconciled = asyncio.Event()
+
+    async def reconcile_one(request: builder.Request) -> reconcile.Result | None:
+        done.append(request)
+        reconciled.set()
+        return None
+
+    def owner(o: informer.Object) -> builder.Request | None:
+        parent = (o["metadata"].get("labels") or {}).get("parent")
+        return None if parent is None else builder.Request("ns", parent)
+
+    built = (builder.Builder("test", term(), workers=1)
+             .for_(cast(informer.Informer, primary), builder.SPEC)
+             .owns(cast(informer.Informer, owned), owner)
+             .watches(cast(informer.Informer, other),
+                      lambda e: [builder.Request.parse(k) for k in sorted(primary.store)],
+                      builder.not_modified)
+             .uses(cast(informer.Informer, read))
+             .complete(reconcile_one))
+    def synced() -> bool:  # read again each time (mypy would narrow the property)
+        return built.synced
+
+    assert len(built.informers) == 4 and not synced()
+    task = asyncio.create_task(built.run())
+    try:
+        for cache in (primary, owned, other):
+            cache.loaded.set()
+        await asyncio.sleep(0.01)
+        assert not synced() and not done  # the read-only cache holds the start
+        read.loaded.set()
+        assert synced()
+
+        async def next_request() -> builder.Request:
+            async with asyncio.timeout(5):
+                await reconciled.wait()
+            reconciled.clear()
+            return done.pop()
+
+        primary.emit("ADDED", obj("a", "ns", spec={"x": 1}))
+        assert await next_request() == builder.Request("ns", "a")
+        primary.emit("MODIFIED", STATUS_WRITE, SPEC_A)  # dropped by the predicate
+        owned.emit("ADDED", obj("w", "es", metadata={"labels": {"parent": "b"}}))
+        assert await next_request() == builder.Request("ns", "b")
+        owned.emit("ADDED", obj("orphan", "es"))  # no owner: nothing
+        other.emit("MODIFIED", obj("c"), obj("c"))  # dropped: not_modified
+        other.emit("ADDED", obj("c"))
+        assert await next_request() == builder.Request("ns", "a")
+        await asyncio.sleep(0.05)
+        assert done == []
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_resync_queues_every_object_of_the_for_kind_each_period() -> None:
+    primary = FakeInformer()
+    primary.store = {"ns/a": obj("a", "ns"), "b": obj("b")}
+    primary.loaded.set()
+    done: list[builder.Request] = []
+
+    async def reconcile_one(request: builder.Request) -> None:
+        done.append(request)
+
+    built = (builder.Builder("resync", term()).for_(cast(informer.Informer, primary))
+             .resync(0.02).complete(reconcile_one))
+    task = asyncio.create_task(built.run())
+    try:
+        async with asyncio.timeout(5):
+            while len(done) < 4:
+                await asyncio.sleep(0.01)
+        assert set(done) == {builder.Request("ns", "a"), builder.Request("", "b")}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_a_controller_that_watches_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="watches nothing"):
+        builder.Builder("empty", term()).complete(lambda r: asyncio.sleep(0))
+
+
+class FakeFactory:
+    """``term.informers``: one fake informer per resource."""
+
+    def __init__(self) -> None:
+        self.made: dict[str, FakeInformer] = {}
+
+    def informer(self, resource: Any) -> FakeInformer:
+        return self.made.setdefault(resource.plural, FakeInformer())
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
+
+    async def apply(self, resource: Any, body: dict[str, Any], *, field_manager: str) -> None:
+        self.applied.append(body)
+
+
+async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "core.md").read_text()
+    source = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(source.splitlines()) < 40
+    module = types.ModuleType("docs_example")
+    exec(compile(source, "docs/core.md", "exec"), module.__dict__)
+    factory, api, fake = FakeFactory(), FakeApi(), term()
+    fake_term = cast(runner.Term, types.SimpleNamespace(
+        api=api, informers=factory, clock=fake.clock, metrics=fake.metrics))
+    made = module.MembersConfigMap(fake_term)
+    for cache in factory.made.values():
+        cache.loaded.set()
+    task = asyncio.create_task(made.run())
+    try:
+        factory.made["clusters"].emit("ADDED", obj("member1"))
+        factory.made["namespaces"].emit("ADDED", obj("team-a"))
+        async with asyncio.timeout(5):
+            while not api.applied:
+                await asyncio.sleep(0.01)
+        assert api.applied[-1]["metadata"] == {"name": "members", "namespace": "team-a"}
+        assert api.applied[-1]["data"] == {"clusters": "member1"}
+        assert made.synced
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

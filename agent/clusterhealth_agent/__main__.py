@@ -25,14 +25,10 @@ def load(argv: Sequence[str]) -> Loaded:
     return parsed, specs
 
 
-async def serve(loaded: Loaded) -> None:
-    """Run the agent."""
-    await app.serve(*loaded)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 2 on bad flags or config, 1 when the member cannot be reached, 0 on shutdown."""
-    return runner.main("clusterhealth-agent", load, serve, argv, event_loop=runner.ASYNCIO)
+    return runner.main("clusterhealth-agent", load, lambda loaded: app.serve(*loaded), argv,
+                       event_loop=runner.ASYNCIO)
 
 
 if __name__ == "__main__":

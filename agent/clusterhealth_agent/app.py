@@ -1,4 +1,4 @@
-"""Wire the agent together: probe loop, node publisher, elected reporter, HTTP server.
+"""Wire the agent together: probe loop, node publisher, elected reporter; :mod:`process` serves it.
 
 Nothing here decides anything; the decisions live in ``hysteresis``,
 ``aggregate`` and the probes, the I/O in ``nodestatus`` and ``reporter``.
@@ -17,7 +17,7 @@ from clusterhealth_agent import settings as agent_settings
 from clusterhealth_agent.probes import base
 from clusterhealth_agent.probes import config as probe_config
 from clusterhealth_agent.probes import registry as probe_registry
-from clusterhealth_core import buildinfo, runner, serving, status
+from clusterhealth_core import buildinfo, process, runner, serving, status
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
@@ -36,6 +36,7 @@ class Agent:
         control_plane_api: kube.ApiClient,
         registry: prometheus_client.CollectorRegistry,
         clock: clocks.Clock,
+        leadership: buildinfo.Leadership | None,
     ) -> None:
         self.settings = settings
         self.probes = probes
@@ -45,7 +46,7 @@ class Agent:
         self.registry = registry
         self.metrics = metrics.AgentMetrics(registry, settings.cluster_name,
                                             settings.node_name)
-        self.leadership = buildinfo.register(registry, "agent")
+        self.leadership = leadership
         self.probe_metrics = base.ProbeMetrics(registry)
         thresholds = hysteresis.Thresholds(settings.failure_threshold, settings.success_threshold)
         self.filters = {p.condition_type: hysteresis.Filter(thresholds) for p in probes}
@@ -169,24 +170,20 @@ async def _check_member(api: kube.ApiClient, settings: agent_settings.AgentSetti
     try:
         await api.get(resources.NODES, settings.node_name)
     except errors.NotFound as exc:
-        raise StartupError(f"node {settings.node_name!r} does not exist in the member "
+        raise runner.StartupError(f"node {settings.node_name!r} does not exist in the member "
                            "cluster (check --host-name / $NODE_NAME)") from exc
     except errors.Unreachable as exc:
-        raise StartupError(f"cannot reach the member API server: {exc}") from exc
+        raise runner.StartupError(f"cannot reach the member API server: {exc}") from exc
     except errors.ApiError as exc:
-        raise StartupError(f"the member API server refused: {exc}") from exc
-
-
-StartupError = runner.StartupError
+        raise runner.StartupError(f"the member API server refused: {exc}") from exc
 
 
 async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config.ProbeSpec]
                 ) -> None:
     """Build everything from validated settings and run until SIGTERM/SIGINT."""
-    registry = prometheus_client.CollectorRegistry()
-    clock = clocks.Clock()
-    async with kube.ApiClient(settings.member, user_agent="clusterhealth-agent") as member, \
-            kube.ApiClient(settings.control_plane, user_agent="clusterhealth-agent") as cp:
+
+    async def start(running: process.Process) -> process.Work:
+        member, control_plane = running.clients
         await _check_member(member, settings)
         context = probe_registry.BuildContext(
             cluster_domain=settings.cluster_domain,
@@ -194,10 +191,13 @@ async def serve(settings: agent_settings.AgentSettings, specs: list[probe_config
             node_ip=settings.node_ip,
             member_api=member,
         )
-        probes = probe_registry.build_probes(settings.detectors, specs, context, registry)
-        agent = Agent(settings, probes, member, cp, registry, clock)
-        server = serving.HealthServer(registry, host=settings.bind_address,
-                                      port=settings.healthz_port, tls=settings.tls)
+        probes = probe_registry.build_probes(settings.detectors, specs, context,
+                                             running.registry)
+        agent = Agent(settings, probes, member, control_plane, running.registry, running.clock,
+                      running.leadership)
         log.info("agent for cluster %s on node %s: probes %s", settings.cluster_name,
                  settings.node_name, ", ".join(repr(p) for p in probes))
-        await runner.run_until_signalled(agent.run(server), server)
+        return agent.run(running.server)
+
+    await process.serve(settings, process.Component(
+        "agent", user_agent="clusterhealth-agent", more_clients=(settings.control_plane,)), start)

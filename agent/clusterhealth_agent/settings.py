@@ -4,7 +4,9 @@ Karmada's flag names where Karmada has them (``--karmada-kubeconfig``,
 ``--cluster-name``, ``--host-name``, ``--detect-period``,
 ``--detect-failure-threshold``, ``--detect-success-threshold``,
 ``--detectors``, ``--healthz-port``, leader election); every flag can also be
-set as ``CLUSTERHEALTH_AGENT_<FLAG>`` in the environment.
+set as ``CLUSTERHEALTH_AGENT_<FLAG>`` in the environment.  The flags every
+process has are :mod:`clusterhealth_core.settings`' (``ProcessFlags``): the
+member cluster is its ``--kubeconfig`` (``credentials``).
 """
 
 from __future__ import annotations
@@ -15,22 +17,26 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from clusterhealth_core import election, serving, settings
+from clusterhealth_core import election, settings
 from clusterhealth_core.kube import config
 
 ENV_PREFIX = "CLUSTERHEALTH_AGENT"
 DEFAULT_LEASE = "clusterhealth-agent"
+FLAGS = settings.ProcessFlags(
+    prog="clusterhealth-agent", env_prefix=ENV_PREFIX, healthz_port=10358, lease=DEFAULT_LEASE,
+    kube=(("", "the member cluster"), ("karmada-", "the control plane (Karmada)")),
+    description="Probe cluster components on this node; the leader reports Cluster "
+                "conditions to the control plane.")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
-@dataclasses.dataclass(frozen=True)
-class AgentSettings:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgentSettings(settings.ProcessSettings):
     """Everything the agent needs to start, already validated."""
 
     cluster_name: str
     node_name: str
     node_ip: str
-    member: config.Credentials
     control_plane: config.Credentials
     detect_period: float
     failure_threshold: float
@@ -44,22 +50,16 @@ class AgentSettings:
     detectors: tuple[str, ...]
     probe_config: str | None
     failure_quorum: float
-    bind_address: str
-    healthz_port: int
-    tls: serving.TLSConfig | None
-    leader_elect: bool
     election: election.ElectionConfig
+    """Always: the agent elects the pod that reports (``FLAGS.lease``)."""
 
 
 def parser() -> settings.FlagParser:
     """The agent's command line."""
-    p = settings.FlagParser(
-        prog="clusterhealth-agent", env_prefix=ENV_PREFIX,
-        description="Probe cluster components on this node; the leader reports Cluster "
-                    "conditions to the control plane.",
-    )
-    settings.add_kube_flags(p, "", "the member cluster")
-    settings.add_kube_flags(p, "karmada-", "the control plane (Karmada)")
+    return settings.process_parser(FLAGS, _own_flags)
+
+
+def _own_flags(p: settings.FlagParser) -> None:
     p.add_argument("--cluster-name", default=None, help="this member's Cluster name (required)")
     p.add_argument("--host-name", default=None, help="this node's name (default: $NODE_NAME)")
     p.add_argument("--node-ip", default=None, help="this node's IP (default: $NODE_IP)")
@@ -88,9 +88,6 @@ def parser() -> settings.FlagParser:
                        help="YAML file with user-defined HTTP/TCP/DNS probes")
     group.add_argument("--failure-quorum", type=settings.fraction, default=1.0,
                        help="fraction of Ready nodes that must fail for the cluster to fail")
-    settings.add_serving_flags(p, 10358)
-    settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
-    return p
 
 
 def parse_nameserver(text: str) -> tuple[str, int]:
@@ -135,35 +132,23 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
         nameservers = tuple(parse_nameserver(n) for n in args.nameserver)
     except argparse.ArgumentTypeError as exc:
         raise settings.SettingsError(str(exc)) from exc
-    detectors = tuple(d.strip() for d in args.detectors.split(",") if d.strip())
-    member = settings.credentials_from(args.kubeconfig, args.context)
-    if not member.host_is_ip():
+    loaded = settings.read_process(
+        AgentSettings, FLAGS, args, env,
+        cluster_name=cluster,
+        node_name=node,
+        node_ip=args.node_ip or env.get("NODE_IP", "127.0.0.1"),
+        control_plane=settings.credentials_from(args.karmada_kubeconfig, args.karmada_context),
+        failure_threshold=args.detect_failure_threshold,
+        success_threshold=args.detect_success_threshold,
+        probe_timeout=timeout,
+        cluster_domain=args.cluster_domain.strip("."),
+        nameservers=nameservers,
+        detectors=tuple(d.strip() for d in args.detectors.split(",") if d.strip()),
+    )
+    member = loaded.credentials
+    if member is not None and not member.host_is_ip():
         raise settings.SettingsError(
             f"the member API server address {member.host!r} is a DNS name: the agent must not "
             "depend on the DNS it probes; use an IP address (in-cluster: KUBERNETES_SERVICE_HOST)"
         )
-    control_plane = settings.credentials_from(args.karmada_kubeconfig, args.karmada_context)
-    return AgentSettings(
-        cluster_name=cluster,
-        node_name=node,
-        node_ip=args.node_ip or env.get("NODE_IP", "127.0.0.1"),
-        member=member,
-        control_plane=control_plane,
-        detect_period=period,
-        failure_threshold=args.detect_failure_threshold,
-        success_threshold=args.detect_success_threshold,
-        stale_threshold=args.stale_threshold,
-        node_heartbeat_period=args.node_heartbeat_period,
-        report_period=args.report_period,
-        probe_timeout=timeout,
-        cluster_domain=args.cluster_domain.strip("."),
-        nameservers=nameservers,
-        detectors=detectors,
-        probe_config=args.probe_config,
-        failure_quorum=args.failure_quorum,
-        bind_address=args.bind_address,
-        healthz_port=args.healthz_port,
-        tls=settings.tls_config_from(args),
-        leader_elect=args.leader_elect,
-        election=settings.election_config_from(args, env),
-    )
+    return loaded

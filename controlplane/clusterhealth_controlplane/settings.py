@@ -3,44 +3,42 @@
 Every flag can also be set as ``CLUSTERHEALTH_CONTROLPLANE_<FLAG>`` in the
 environment.  ``--controllers`` picks the controllers this process runs, in
 Karmada's syntax (``'*,-execution'``); the names are the table in
-:mod:`clusterhealth_controlplane.controllers`.
+:mod:`clusterhealth_controlplane.controllers`.  The flags every process has
+are :mod:`clusterhealth_core.settings`' (``ProcessFlags``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 from collections.abc import Mapping, Sequence
 
 from clusterhealth_controlplane import controllers, options
-from clusterhealth_core import election, events, members, selection, serving, settings
+from clusterhealth_core import members, selection, settings
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import config, transport
 
 ENV_PREFIX = "CLUSTERHEALTH_CONTROLPLANE"
 DEFAULT_LEASE = "clusterhealth-controlplane"
+FLAGS = settings.ProcessFlags(
+    prog="clusterhealth-controlplane", env_prefix=ENV_PREFIX, healthz_port=10357,
+    lease=DEFAULT_LEASE,
+    description="Propagate resource templates to member clusters by their policies, "
+                "and report their status back.",
+    http_library="HTTP library to the API servers (decision 0004)",
+    event_namespace="namespace for Events about cluster-scoped objects")
 PURGE_MODES = ("Gracefully", "Directly")
 """Karmada's ``--no-execute-taint-eviction-purge-mode`` values."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ControlPlaneSettings:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ControlPlaneSettings(settings.ProcessSettings):
     """Everything the controller manager needs, already validated."""
 
-    credentials: config.Credentials
     controllers: tuple[str, ...]
     """The selected controllers, in the table's order."""
     workers: int
     resync_period: float
-    http_library: transport.Library
-    event_namespace: str
-    bind_address: str
-    healthz_port: int
-    tls: serving.TLSConfig | None
-    leader_elect: bool
-    election: election.ElectionConfig
     options: options.Options = dataclasses.field(default_factory=options.Options)
     """The failover timers and limits."""
     member_limits: kube.Limits = members.LIMITS
@@ -49,11 +47,10 @@ class ControlPlaneSettings:
 
 def parser() -> settings.FlagParser:
     """The controller manager's command line."""
-    p = settings.FlagParser(
-        prog="clusterhealth-controlplane", env_prefix=ENV_PREFIX,
-        description="Propagate resource templates to member clusters by their policies, "
-                    "and report their status back.")
-    settings.add_kube_flags(p, "", "the control plane")
+    return settings.process_parser(FLAGS, _own_flags)
+
+
+def _own_flags(p: settings.FlagParser) -> None:
     p.add_argument("--controllers", default="*",
                    help="controllers to run: names, * for all, -name to leave one out "
                         f"(known: {', '.join(controllers.NAMES)})")
@@ -61,10 +58,6 @@ def parser() -> settings.FlagParser:
                    help="concurrent reconciles per controller")
     p.add_argument("--resync-period", type=settings.duration, default=300.0,
                    help="reconcile every object this often, as a safety net")
-    p.add_argument("--http-library", choices=transport.LIBRARIES, default="aiohttp",
-                   help="HTTP library to the API servers (decision 0004)")
-    p.add_argument("--event-namespace", default="default",
-                   help="namespace for Events about cluster-scoped objects")
     p.add_argument("--skipped-propagating-namespaces", default="",
                    help="comma-separated regular expressions (each matched against the whole "
                         "name): namespaces the namespace sync never propagates, beside the "
@@ -79,9 +72,6 @@ def parser() -> settings.FlagParser:
                         "--workers, at least 1, so that a hung member holds at most that many "
                         "workers")
     add_failover_flags(p)
-    settings.add_serving_flags(p, 10357)
-    settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
-    return p
 
 
 def add_failover_flags(p: settings.FlagParser) -> None:
@@ -170,30 +160,16 @@ def failover_options(args: argparse.Namespace) -> options.Options:
 def load(argv: Sequence[str] | None,
          environ: Mapping[str, str] | None = None) -> ControlPlaneSettings:
     """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
-    env = os.environ if environ is None else environ
-    args = parser().parse(argv, env)
-    try:
-        events.check_namespace(args.event_namespace)
-    except ValueError as exc:
-        raise settings.SettingsError(f"--event-namespace: {exc}") from exc
+    args = parser().parse(argv, environ)
     try:
         chosen = selection.select(controllers.NAMES, args.controllers, "controller")
     except selection.UnknownName as exc:
         raise settings.SettingsError(f"--controllers: {exc}") from exc
     if not chosen:
         raise settings.SettingsError(f"--controllers {args.controllers!r} selects no controller")
-    return ControlPlaneSettings(
-        credentials=settings.credentials_from(args.kubeconfig, args.context),
+    return settings.read_process(
+        ControlPlaneSettings, FLAGS, args, environ,
         controllers=tuple(n for n in controllers.NAMES if n in chosen),
-        workers=args.workers,
-        resync_period=args.resync_period,
-        http_library=args.http_library,
-        event_namespace=args.event_namespace,
-        bind_address=args.bind_address,
-        healthz_port=args.healthz_port,
-        tls=settings.tls_config_from(args),
-        leader_elect=args.leader_elect,
-        election=settings.election_config_from(args, env),
         options=failover_options(args),
         member_limits=member_limits(args.workers, args.member_request_timeout,
                                     args.member_concurrent_requests),

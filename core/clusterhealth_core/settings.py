@@ -1,7 +1,11 @@
 """Command-line settings shared by every component: parsing, validation, env fallback.
 
 Each component declares its flags with :class:`FlagParser` and the groups
-here (kube access, leader election, HTTP serving with optional TLS).  Every flag can also be
+here (kube access, leader election, HTTP serving with optional TLS).  The
+flags every process has are one base: :class:`ProcessFlags` says which of them
+a component has, :func:`process_parser` adds them around the component's own,
+and :func:`read_process` reads them back into the component's settings, a
+subclass of :class:`ProcessSettings`.  Every flag can also be
 set from the environment (``--leader-elect-retry-period`` ↔
 ``<PREFIX>_LEADER_ELECT_RETRY_PERIOD``).  Parsing never exits the process:
 a bad value raises :class:`SettingsError` with one clear message, and the
@@ -11,13 +15,14 @@ component's ``main`` prints it and returns exit code 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
 
-from clusterhealth_core import election, serving
-from clusterhealth_core.kube import config, errors
+from clusterhealth_core import election, events, serving
+from clusterhealth_core.kube import config, errors, transport
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -242,3 +247,108 @@ def tls_config_from(args: argparse.Namespace) -> serving.TLSConfig | None:
     except serving.TLSError as exc:
         raise SettingsError(str(exc)) from exc
     return serving.TLSConfig(cert_file=cert, key_file=key)
+
+
+CONTROL_PLANE = ("", "the control plane")
+"""``--kubeconfig`` and ``--context`` for the control plane: most components' one API server."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessFlags:
+    """Which of the flags every process shares a component has, and their defaults.
+
+    :func:`process_parser` adds them around the component's own flags, in the
+    order ``--help`` lists them: the kubeconfig pairs, the component's own,
+    ``--http-library`` and ``--event-namespace``, then the serving and the
+    leader-election groups.
+    """
+
+    prog: str
+    env_prefix: str
+    description: str
+    healthz_port: int
+    """``--healthz-port``'s default."""
+    lease: str | None = None
+    """``--leader-elect-resource-name``'s default; ``None``: the process elects no leader."""
+    kube: tuple[tuple[str, str], ...] = (CONTROL_PLANE,)
+    """``(prefix, what)`` of each kubeconfig pair; the first is read as
+    :attr:`ProcessSettings.credentials`, the others by the component."""
+    http_library: str | None = None
+    """``--http-library``'s help (default aiohttp); ``None``: no such flag, httpx."""
+    event_namespace: str | None = None
+    """``--event-namespace``'s help; ``None``: no such flag, Events go to ``default``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProcessSettings:
+    """The settings every component's process has; each component's settings extend it."""
+
+    credentials: config.Credentials | None
+    """The API server of the first kubeconfig pair (``None``: the process has none)."""
+    bind_address: str
+    healthz_port: int
+    tls: serving.TLSConfig | None
+    leader_elect: bool
+    election: election.ElectionConfig | None
+    """``None``: the process elects no leader."""
+    http_library: transport.Library
+    event_namespace: str
+
+
+def process_parser(flags: ProcessFlags, own: Callable[[FlagParser], None]) -> FlagParser:
+    """A component's command line: the common flags of ``flags`` around ``own``'s."""
+    parser = FlagParser(prog=flags.prog, env_prefix=flags.env_prefix,
+                        description=flags.description)
+    for prefix, what in flags.kube:
+        add_kube_flags(parser, prefix, what)
+    own(parser)
+    if flags.http_library is not None:
+        parser.add_argument("--http-library", choices=transport.LIBRARIES, default="aiohttp",
+                            help=flags.http_library)
+    if flags.event_namespace is not None:
+        parser.add_argument("--event-namespace", default="default", help=flags.event_namespace)
+    add_serving_flags(parser, flags.healthz_port)
+    if flags.lease is not None:
+        add_leader_election_flags(parser, flags.lease, "")
+    return parser
+
+
+Settings = TypeVar("Settings", bound=ProcessSettings)
+
+
+def read_process(kind: type[Settings], flags: ProcessFlags, args: argparse.Namespace,
+                 environ: Mapping[str, str] | None = None, **own: Any) -> Settings:
+    """``kind`` made of the common settings read back from ``args`` and the component's ``own``.
+
+    A field of ``kind`` that ``own`` does not give is the flag of its name
+    (``resync_period`` is ``--resync-period``).  Checks in this order, each a
+    :class:`SettingsError`: the Event namespace, the kubeconfig, the serving
+    TLS pair, the leader-election timings.
+    """
+    namespace = "default"
+    if flags.event_namespace is not None:
+        namespace = args.event_namespace
+        try:
+            events.check_namespace(namespace)
+        except ValueError as exc:
+            raise SettingsError(f"--event-namespace: {exc}") from exc
+    credentials = None
+    if flags.kube:
+        prefix = flags.kube[0][0].replace("-", "_")
+        credentials = credentials_from(getattr(args, f"{prefix}kubeconfig"),
+                                       getattr(args, f"{prefix}context"))
+    common = {field.name for field in dataclasses.fields(ProcessSettings)}
+    for field in dataclasses.fields(kind):
+        if field.name not in common and field.name not in own and hasattr(args, field.name):
+            own[field.name] = getattr(args, field.name)
+    return kind(
+        credentials=credentials,
+        bind_address=args.bind_address,
+        healthz_port=args.healthz_port,
+        tls=tls_config_from(args),
+        leader_elect=flags.lease is not None and args.leader_elect,
+        election=election_config_from(args, environ) if flags.lease is not None else None,
+        http_library=args.http_library if flags.http_library is not None else "httpx",
+        event_namespace=namespace,
+        **own,
+    )

@@ -1,15 +1,12 @@
-"""Wire the MCI controller: settings, provider, leader election, serving."""
+"""Wire the MCI controller: its provider, metrics and controller, served by :mod:`process`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-import prometheus_client
-
-from clusterhealth_core import buildinfo, runner, serving
 from clusterhealth_core import clock as clocks
-from clusterhealth_core.kube import client as kube
+from clusterhealth_core import process, runner
 from clusterhealth_core.kube import resources
 from clusterhealth_mci import controller, members, metrics
 from clusterhealth_mci import settings as mci_settings
@@ -19,9 +16,6 @@ from clusterhealth_mci.providers.haproxy import provider as haproxy_provider
 
 log = logging.getLogger(__name__)
 
-
-StartupError = runner.StartupError
-INSTALL_HINT = "install the clusterhealth-crds chart (or point --kubeconfig at Karmada)"
 
 
 def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock,
@@ -43,7 +37,7 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock,
             advertise=settings.haproxy_advertise,
         )
     except ValueError as exc:
-        raise StartupError(f"HAProxy layout: {exc}") from exc
+        raise runner.StartupError(f"HAProxy layout: {exc}") from exc
     return haproxy_provider.HAProxyProvider(settings.haproxy_socket, layout,
                                             drain_timeout=settings.drain_timeout, clock=clock,
                                             monitor_interval=settings.haproxy_monitor_interval,
@@ -68,14 +62,9 @@ def log_member_credentials(settings: mci_settings.MCISettings) -> None:
 async def serve(settings: mci_settings.MCISettings) -> None:
     """Run until SIGTERM/SIGINT."""
     log_member_credentials(settings)
-    registry = prometheus_client.CollectorRegistry()
-    leadership = buildinfo.register(registry, 'mci-provider')
-    clock = clocks.Clock()
-    mci_metrics = metrics.MCIMetrics(registry)
-    async with kube.ApiClient(settings.credentials, user_agent="clusterhealth-mci",
-                              max_connections=settings.workers + 4) as api:
-        await runner.check_served(api, [resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS],
-                                  INSTALL_HINT)
+
+    async def start(running: process.Process) -> process.Work:
+        mci_metrics = metrics.MCIMetrics(running.registry)
         controller_settings = controller.ControllerSettings(
             ingress_class=settings.ingress_class,
             default_class=settings.default_class,
@@ -87,14 +76,11 @@ async def serve(settings: mci_settings.MCISettings) -> None:
             cluster_secret_namespace=settings.cluster_secret_namespace,
             drain_timeout=settings.drain_timeout,
         )
-        replica = runner.ElectedController(
-            api, settings.leader_elect, settings.election, clock,
-            make=lambda term: controller.MCIController(term, provider, controller_settings,
-                                                       mci_metrics),
-            leader_gauge=mci_metrics.is_leader,
-            metrics=runner.ProcessMetrics(registry),
-            leadership=leadership,
-            term=runner.TermSettings(controller.COMPONENT),
+        replica = running.elect(
+            controller.COMPONENT,
+            lambda term: controller.MCIController(term, provider, controller_settings,
+                                                  mci_metrics),
+            mci_metrics.is_leader,
             on_stop=mci_metrics.clear,  # the next leader reports the MCIs now
             # One HAProxy per replica (the chart's sidecar): standbys program theirs too.
             standby=settings.standby_programs,
@@ -104,12 +90,10 @@ async def serve(settings: mci_settings.MCISettings) -> None:
         # only writer of its own, and a standby must program it: no fence there.
         fence = (replica.elector.check_fence
                  if replica.elector is not None and not settings.standby_programs else None)
-        provider = make_provider(settings, clock, fence)
-        server = serving.HealthServer(registry, host=settings.bind_address,
-                                      port=settings.healthz_port, tls=settings.tls)
-        server.add_liveness("leader-election", replica.alive)
-        server.add_readiness("controller", replica.ready)
-        try:
-            await runner.run_until_signalled(replica.run(), server)
-        finally:
-            await provider.close()
+        provider = make_provider(settings, running.clock, fence)
+        running.cleanup.push_async_callback(provider.close)
+        return replica.run()
+
+    await process.serve(settings, process.Component(
+        "mci-provider", user_agent="clusterhealth-mci", max_connections=settings.workers + 4,
+        needed=(resources.MULTI_CLUSTER_INGRESSES, resources.CLUSTERS)), start)

@@ -1,32 +1,34 @@
 """The MCI controller's flags, validated before anything starts.
 
 Every flag can also be set as ``CLUSTERHEALTH_MCI_<FLAG>`` in the environment.
+The flags every process has are :mod:`clusterhealth_core.settings`' (``ProcessFlags``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from clusterhealth_core import election, serving, settings
-from clusterhealth_core.kube import config
+from clusterhealth_core import settings
 
 ENV_PREFIX = "CLUSTERHEALTH_MCI"
 DEFAULT_LEASE = "clusterhealth-mci-provider"
+FLAGS = settings.ProcessFlags(
+    prog="clusterhealth-mci", env_prefix=ENV_PREFIX, healthz_port=10360, lease=DEFAULT_LEASE,
+    description="Keep MultiClusterIngress status and a load balancer in step with the "
+                "member clusters and their remedy actions.")
 PROVIDERS = ("haproxy", "fake")
 MEMBER_CREDENTIALS = ("readonly", "cluster")
 """``--member-credentials`` (the modes of :mod:`clusterhealth_mci.members`, its ``MODES``)."""
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-@dataclasses.dataclass(frozen=True)
-class MCISettings:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MCISettings(settings.ProcessSettings):
     """Everything the controller needs, already validated."""
 
-    credentials: config.Credentials
     provider: str
     ingress_class: str
     default_class: bool
@@ -47,11 +49,6 @@ class MCISettings:
     member_credentials: str
     member_secret_namespace: str
     cluster_secret_namespace: str
-    bind_address: str
-    healthz_port: int
-    tls: serving.TLSConfig | None
-    leader_elect: bool
-    election: election.ElectionConfig
 
 
 def _bounded(low: int, high: int) -> Callable[[str], int]:
@@ -72,14 +69,7 @@ def _namespace(text: str) -> str:
     return text
 
 
-def parser() -> settings.FlagParser:
-    """The controller's command line."""
-    p = settings.FlagParser(
-        prog="clusterhealth-mci", env_prefix=ENV_PREFIX,
-        description="Keep MultiClusterIngress status and a load balancer in step with the "
-                    "member clusters and their remedy actions.",
-    )
-    settings.add_kube_flags(p, "", "the control plane")
+def _own_flags(p: settings.FlagParser) -> None:
     p.add_argument("--provider", choices=PROVIDERS, default="haproxy",
                    help="load-balancer provider")
     p.add_argument("--ingress-class", default="clusterhealth",
@@ -129,15 +119,16 @@ def parser() -> settings.FlagParser:
     p.add_argument("--cluster-secret-namespace", type=_namespace, default="karmada-cluster",
                    help="cluster: the namespace of the Clusters' credential Secrets "
                         "(spec.secretRef); the only one whose Secrets are read and watched")
-    settings.add_serving_flags(p, 10360)
-    settings.add_leader_election_flags(p, DEFAULT_LEASE, "")
-    return p
+
+
+def parser() -> settings.FlagParser:
+    """The controller's command line."""
+    return settings.process_parser(FLAGS, _own_flags)
 
 
 def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -> MCISettings:
     """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
-    env = os.environ if environ is None else environ
-    args = parser().parse(argv, env)
+    args = parser().parse(argv, environ)
     advertise = []
     for item in args.haproxy_advertise:
         host, _, port_text = item.rpartition(":")
@@ -147,30 +138,5 @@ def load(argv: Sequence[str] | None, environ: Mapping[str, str] | None = None) -
             raise settings.SettingsError(f"--haproxy-advertise {item!r}: {exc}") from exc
         if not host:
             raise settings.SettingsError(f"--haproxy-advertise {item!r}: want IP:PORT")
-    return MCISettings(
-        credentials=settings.credentials_from(args.kubeconfig, args.context),
-        provider=args.provider,
-        ingress_class=args.ingress_class,
-        default_class=args.default_class,
-        haproxy_socket=args.haproxy_socket,
-        haproxy_slots=args.haproxy_slots,
-        haproxy_servers_per_slot=args.haproxy_servers_per_slot,
-        haproxy_map_dir=args.haproxy_map_dir,
-        haproxy_bind_address=args.haproxy_bind_address,
-        haproxy_bind_port=args.haproxy_bind_port,
-        haproxy_advertise=tuple(advertise),
-        haproxy_monitor_interval=args.haproxy_monitor_interval,
-        drain_timeout=args.drain_timeout,
-        fail_open=args.fail_open,
-        standby_programs=args.standby_programs,
-        resync_period=args.resync_period,
-        workers=args.workers,
-        member_credentials=args.member_credentials,
-        member_secret_namespace=args.member_secret_namespace,
-        cluster_secret_namespace=args.cluster_secret_namespace,
-        bind_address=args.bind_address,
-        healthz_port=args.healthz_port,
-        tls=settings.tls_config_from(args),
-        leader_elect=args.leader_elect,
-        election=settings.election_config_from(args, env),
-    )
+    return settings.read_process(MCISettings, FLAGS, args, environ,
+                                 haproxy_advertise=tuple(advertise))

@@ -8,8 +8,10 @@ files of a mounted ``kubernetes.io/tls`` Secret), and
 >= 0 (0: evict at once): a negative one is a flag error, and nothing starts. The pair
 is loaded now, so a missing or mismatched certificate is exit code 2, not a failed
 handshake later. ``--healthz-port`` serves ``/healthz``, ``/readyz`` and ``/metrics``
-(plain HTTP unless ``--tls-cert-file`` is given, as for every component).
-Every flag can also be set as ``CLUSTERHEALTH_WEBHOOK_<FLAG>`` in the environment.
+(plain HTTP unless ``--tls-cert-file`` is given, as for every component): the
+serving flags of :mod:`clusterhealth_core.settings`' ``ProcessFlags``, without a
+kubeconfig or leader election.  Every flag can also be set as
+``CLUSTERHEALTH_WEBHOOK_<FLAG>`` in the environment.
 """
 
 from __future__ import annotations
@@ -23,23 +25,24 @@ from clusterhealth_controlplane.webhook import decision
 from clusterhealth_core import serving, settings
 
 ENV_PREFIX = "CLUSTERHEALTH_WEBHOOK"
+FLAGS = settings.ProcessFlags(
+    prog="clusterhealth-webhook", env_prefix=ENV_PREFIX, healthz_port=10361, kube=(),
+    description="A mutating admission webhook adding NoExecute tolerations for "
+                "cluster.karmada.io/not-ready and cluster.karmada.io/unreachable to every "
+                "(Cluster)PropagationPolicy that has none for the key.")
 DEFAULT_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 """Karmada's (controller-runtime's) default."""
 _INT64_MAX = 2**63 - 1
 
 
-@dataclasses.dataclass(frozen=True)
-class WebhookSettings:
-    """Everything the webhook needs, already validated."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WebhookSettings(settings.ProcessSettings):
+    """Everything the webhook needs, already validated; ``tls`` is the health server's."""
 
     defaults: decision.Defaults
     secure_port: int
     webhook_tls: serving.TLSConfig
     """The admission endpoint's certificate and key (re-read when they change)."""
-    bind_address: str
-    healthz_port: int
-    tls: serving.TLSConfig | None
-    """The health server's own, optional TLS (``--tls-cert-file``)."""
 
 
 def toleration_seconds(text: str) -> int:
@@ -58,11 +61,10 @@ def toleration_seconds(text: str) -> int:
 
 def parser() -> settings.FlagParser:
     """The webhook's command line."""
-    p = settings.FlagParser(
-        prog="clusterhealth-webhook", env_prefix=ENV_PREFIX,
-        description="A mutating admission webhook adding NoExecute tolerations for "
-                    "cluster.karmada.io/not-ready and cluster.karmada.io/unreachable to every "
-                    "(Cluster)PropagationPolicy that has none for the key.")
+    return settings.process_parser(FLAGS, _own_flags)
+
+
+def _own_flags(p: settings.FlagParser) -> None:
     p.add_argument("--default-not-ready-toleration-seconds", type=toleration_seconds,
                    default=300,
                    help="tolerationSeconds of the cluster.karmada.io/not-ready:NoExecute "
@@ -81,28 +83,21 @@ def parser() -> settings.FlagParser:
                        help="the PEM certificate (chain) in --cert-dir")
     group.add_argument("--tls-private-key-file-name", default="tls.key",
                        help="the PEM private key in --cert-dir")
-    settings.add_serving_flags(p, 10361)
-    return p
 
 
 def load(argv: Sequence[str] | None,
          environ: Mapping[str, str] | None = None) -> WebhookSettings:
     """Parse and validate; raise :class:`clusterhealth_core.settings.SettingsError`."""
-    env = os.environ if environ is None else environ
-    args = parser().parse(argv, env)
+    args = parser().parse(argv, environ)
     cert = os.path.join(args.cert_dir, args.tls_cert_file_name)
     key = os.path.join(args.cert_dir, args.tls_private_key_file_name)
     try:
         serving.load_tls_context(cert, key)
     except serving.TLSError as exc:
         raise settings.SettingsError(f"--cert-dir: {exc}") from exc
-    return WebhookSettings(
+    return settings.read_process(
+        WebhookSettings, FLAGS, args, environ,
         defaults=decision.Defaults(
             not_ready_seconds=args.default_not_ready_toleration_seconds,
             unreachable_seconds=args.default_unreachable_toleration_seconds),
-        secure_port=args.secure_port,
-        webhook_tls=serving.TLSConfig(cert_file=cert, key_file=key),
-        bind_address=args.bind_address,
-        healthz_port=args.healthz_port,
-        tls=settings.tls_config_from(args),
-    )
+        webhook_tls=serving.TLSConfig(cert_file=cert, key_file=key))

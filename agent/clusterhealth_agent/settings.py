@@ -20,10 +20,9 @@ from collections.abc import Mapping, Sequence
 from clusterhealth_core import election, settings
 from clusterhealth_core.kube import config
 
-ENV_PREFIX = "CLUSTERHEALTH_AGENT"
-DEFAULT_LEASE = "clusterhealth-agent"
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-agent", env_prefix=ENV_PREFIX, healthz_port=10358, lease=DEFAULT_LEASE,
+    prog="clusterhealth-agent", env_prefix="CLUSTERHEALTH_AGENT", healthz_port=10358,
+    lease="clusterhealth-agent",
     kube=(("", "the member cluster"), ("karmada-", "the control plane (Karmada)")),
     description="Probe cluster components on this node; the leader reports Cluster "
                 "conditions to the control plane.")

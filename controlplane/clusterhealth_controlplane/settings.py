@@ -3,8 +3,7 @@
 Every flag can also be set as ``CLUSTERHEALTH_CONTROLPLANE_<FLAG>`` in the
 environment.  ``--controllers`` picks the controllers this process runs, in
 Karmada's syntax (``'*,-execution'``); the names are the table in
-:mod:`clusterhealth_controlplane.controllers`.  The flags every process has
-are :mod:`clusterhealth_core.settings`' (``ProcessFlags``).
+:mod:`clusterhealth_controlplane.controllers`.
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ from clusterhealth_controlplane import controllers, options
 from clusterhealth_core import members, selection, settings
 from clusterhealth_core.kube import client as kube
 
-ENV_PREFIX = "CLUSTERHEALTH_CONTROLPLANE"
-DEFAULT_LEASE = "clusterhealth-controlplane"
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-controlplane", env_prefix=ENV_PREFIX, healthz_port=10357,
-    lease=DEFAULT_LEASE,
+    prog="clusterhealth-controlplane", env_prefix="CLUSTERHEALTH_CONTROLPLANE", healthz_port=10357,
+    lease="clusterhealth-controlplane",
     description="Propagate resource templates to member clusters by their policies, "
                 "and report their status back.",
     http_library="HTTP library to the API servers (decision 0004)",

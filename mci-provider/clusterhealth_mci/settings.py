@@ -1,7 +1,6 @@
 """The MCI controller's flags, validated before anything starts.
 
 Every flag can also be set as ``CLUSTERHEALTH_MCI_<FLAG>`` in the environment.
-The flags every process has are :mod:`clusterhealth_core.settings`' (``ProcessFlags``).
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from clusterhealth_core import settings
 
-ENV_PREFIX = "CLUSTERHEALTH_MCI"
-DEFAULT_LEASE = "clusterhealth-mci-provider"
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-mci", env_prefix=ENV_PREFIX, healthz_port=10360, lease=DEFAULT_LEASE,
+    prog="clusterhealth-mci", env_prefix="CLUSTERHEALTH_MCI", healthz_port=10360,
+    lease="clusterhealth-mci-provider",
     description="Keep MultiClusterIngress status and a load balancer in step with the "
                 "member clusters and their remedy actions.")
 PROVIDERS = ("haproxy", "fake")

@@ -1,7 +1,6 @@
 """The Remedy controller's flags, validated before anything starts.
 
 Every flag can also be set as ``CLUSTERHEALTH_REMEDY_<FLAG>`` in the environment.
-The flags every process has are :mod:`clusterhealth_core.settings`' (``ProcessFlags``).
 """
 
 from __future__ import annotations
@@ -11,10 +10,9 @@ from collections.abc import Mapping, Sequence
 
 from clusterhealth_core import settings
 
-ENV_PREFIX = "CLUSTERHEALTH_REMEDY"
-DEFAULT_LEASE = "clusterhealth-remedy"
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-remedy", env_prefix=ENV_PREFIX, healthz_port=10359, lease=DEFAULT_LEASE,
+    prog="clusterhealth-remedy", env_prefix="CLUSTERHEALTH_REMEDY", healthz_port=10359,
+    lease="clusterhealth-remedy",
     description="Turn Cluster conditions into Cluster.status.remedyActions per Remedy.",
     http_library="HTTP library to the API server: aiohttp (default: a third of httpx's "
                  "CPU per write, decision 0004) or httpx",

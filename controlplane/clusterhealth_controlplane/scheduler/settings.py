@@ -4,8 +4,7 @@ Every flag can also be set as ``CLUSTERHEALTH_SCHEDULER_<FLAG>`` in the environm
 ``--plugins`` picks the filter and score plugins in Karmada's syntax (``'*,-name'``,
 checked against :func:`~clusterhealth_controlplane.scheduler.plugins.default_registry`),
 ``--scheduler-name`` which bindings are ours (``spec.schedulerName``; an empty one means
-the default scheduler).  The flags every process has are
-:mod:`clusterhealth_core.settings`' (``ProcessFlags``).
+the default scheduler).
 """
 
 from __future__ import annotations
@@ -16,13 +15,11 @@ from collections.abc import Mapping, Sequence
 from clusterhealth_controlplane.scheduler import framework, plugins
 from clusterhealth_core import settings
 
-ENV_PREFIX = "CLUSTERHEALTH_SCHEDULER"
-DEFAULT_LEASE = "clusterhealth-scheduler"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 """Karmada's default ``schedulerName`` (bindings without one are the default scheduler's)."""
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-scheduler", env_prefix=ENV_PREFIX, healthz_port=10351,
-    lease=DEFAULT_LEASE,
+    prog="clusterhealth-scheduler", env_prefix="CLUSTERHEALTH_SCHEDULER", healthz_port=10351,
+    lease="clusterhealth-scheduler",
     description="Schedule (Cluster)ResourceBindings onto member clusters: write "
                 "spec.clusters and the Scheduled condition.",
     http_library="HTTP library to the API server (decision 0004)",

@@ -24,9 +24,8 @@ from collections.abc import Mapping, Sequence
 from clusterhealth_controlplane.webhook import decision
 from clusterhealth_core import serving, settings
 
-ENV_PREFIX = "CLUSTERHEALTH_WEBHOOK"
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-webhook", env_prefix=ENV_PREFIX, healthz_port=10361, kube=(),
+    prog="clusterhealth-webhook", env_prefix="CLUSTERHEALTH_WEBHOOK", healthz_port=10361, kube=(),
     description="A mutating admission webhook adding NoExecute tolerations for "
                 "cluster.karmada.io/not-ready and cluster.karmada.io/unreachable to every "
                 "(Cluster)PropagationPolicy that has none for the key.")

@@ -21,8 +21,7 @@ from clusterhealth_core import election, settings
 from clusterhealth_core.kube import config
 
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-agent", env_prefix="CLUSTERHEALTH_AGENT", healthz_port=10358,
-    lease="clusterhealth-agent",
+    prog="clusterhealth-agent", healthz_port=10358, lease="clusterhealth-agent",
     kube=(("", "the member cluster"), ("karmada-", "the control plane (Karmada)")),
     description="Probe cluster components on this node; the leader reports Cluster "
                 "conditions to the control plane.")

@@ -18,8 +18,7 @@ from clusterhealth_core import members, selection, settings
 from clusterhealth_core.kube import client as kube
 
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-controlplane", env_prefix="CLUSTERHEALTH_CONTROLPLANE", healthz_port=10357,
-    lease="clusterhealth-controlplane",
+    prog="clusterhealth-controlplane", healthz_port=10357, lease="clusterhealth-controlplane",
     description="Propagate resource templates to member clusters by their policies, "
                 "and report their status back.",
     http_library="HTTP library to the API servers (decision 0004)",

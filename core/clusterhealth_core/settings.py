@@ -264,7 +264,6 @@ class ProcessFlags:
     """
 
     prog: str
-    env_prefix: str
     description: str
     healthz_port: int
     """``--healthz-port``'s default."""
@@ -277,6 +276,11 @@ class ProcessFlags:
     """``--http-library``'s help (default aiohttp); ``None``: no such flag, httpx."""
     event_namespace: str | None = None
     """``--event-namespace``'s help; ``None``: no such flag, Events go to ``default``."""
+
+    @property
+    def env_prefix(self) -> str:
+        """The start of the environment variables for flags: ``CLUSTERHEALTH_AGENT``."""
+        return self.prog.upper().replace("-", "_")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

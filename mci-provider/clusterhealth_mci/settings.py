@@ -13,8 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from clusterhealth_core import settings
 
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-mci", env_prefix="CLUSTERHEALTH_MCI", healthz_port=10360,
-    lease="clusterhealth-mci-provider",
+    prog="clusterhealth-mci", healthz_port=10360, lease="clusterhealth-mci-provider",
     description="Keep MultiClusterIngress status and a load balancer in step with the "
                 "member clusters and their remedy actions.")
 PROVIDERS = ("haproxy", "fake")

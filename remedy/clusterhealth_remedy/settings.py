@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from clusterhealth_core import settings
 
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-remedy", env_prefix="CLUSTERHEALTH_REMEDY", healthz_port=10359,
-    lease="clusterhealth-remedy",
+    prog="clusterhealth-remedy", healthz_port=10359, lease="clusterhealth-remedy",
     description="Turn Cluster conditions into Cluster.status.remedyActions per Remedy.",
     http_library="HTTP library to the API server: aiohttp (default: a third of httpx's "
                  "CPU per write, decision 0004) or httpx",

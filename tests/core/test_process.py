@@ -13,10 +13,10 @@ import yaml
 from clusterhealth_core import process, runner, serving, settings
 from clusterhealth_localenv import pki
 
-ALL = settings.ProcessFlags(prog="all", env_prefix="ALL", description="every common flag",
+ALL = settings.ProcessFlags(prog="all", description="every common flag",
                             healthz_port=10400, lease="all-lease", http_library="library",
                             event_namespace="namespace")
-BARE = settings.ProcessFlags(prog="bare", env_prefix="BARE", description="serving only",
+BARE = settings.ProcessFlags(prog="bare", description="serving only",
                              healthz_port=10401, kube=())
 TWO = dataclasses.replace(ALL, kube=(settings.CONTROL_PLANE, ("karmada-", "the other")))
 

@@ -18,8 +18,7 @@ from clusterhealth_core import settings
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 """Karmada's default ``schedulerName`` (bindings without one are the default scheduler's)."""
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-scheduler", env_prefix="CLUSTERHEALTH_SCHEDULER", healthz_port=10351,
-    lease="clusterhealth-scheduler",
+    prog="clusterhealth-scheduler", healthz_port=10351, lease="clusterhealth-scheduler",
     description="Schedule (Cluster)ResourceBindings onto member clusters: write "
                 "spec.clusters and the Scheduled condition.",
     http_library="HTTP library to the API server (decision 0004)",

@@ -25,7 +25,7 @@ from clusterhealth_controlplane.webhook import decision
 from clusterhealth_core import serving, settings
 
 FLAGS = settings.ProcessFlags(
-    prog="clusterhealth-webhook", env_prefix="CLUSTERHEALTH_WEBHOOK", healthz_port=10361, kube=(),
+    prog="clusterhealth-webhook", healthz_port=10361, kube=(),
     description="A mutating admission webhook adding NoExecute tolerations for "
                 "cluster.karmada.io/not-ready and cluster.karmada.io/unreachable to every "
                 "(Cluster)PropagationPolicy that has none for the key.")

@@ -8,7 +8,6 @@ import pathlib
 from typing import Any
 
 import pytest
-import yaml
 
 from clusterhealth_core import process, runner, serving, settings
 from clusterhealth_localenv import pki
@@ -42,14 +41,12 @@ def _load(flags: settings.ProcessFlags, argv: list[str], environ: dict[str, str]
 
 @pytest.fixture
 def kubeconfig(tmp_path: pathlib.Path) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1",
-                                               "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-    return str(path)
+    ca = pki.CertificateAuthority()
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(ca.cert_pem)
+    cert, key = ca.client("someone").write(tmp_path, "client")
+    pki.write_kubeconfig(tmp_path / "kubeconfig", "c", "https://127.0.0.1:1", ca_file, cert, key)
+    return str(tmp_path / "kubeconfig")
 
 
 @pytest.mark.parametrize(("flags", "expected"), [

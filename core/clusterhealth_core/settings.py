@@ -54,12 +54,16 @@ def duration(text: str) -> float:
     return seconds
 
 
-def fraction(text: str) -> float:
-    """Parse a number in (0, 1]."""
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def fraction(text: str) -> float:
+    """Parse a number in (0, 1]."""
+    value = _number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return value
@@ -67,10 +71,7 @@ def fraction(text: str) -> float:
 
 def rate(text: str) -> float:
     """Parse a rate per second, >= 0 (what 0 means is the flag's to say)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _number(text)
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: the rate must be a number >= 0")
     return value

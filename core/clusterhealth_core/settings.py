@@ -256,7 +256,7 @@ CONTROL_PLANE = ("", "the control plane")
 
 @dataclasses.dataclass(frozen=True)
 class ProcessFlags:
-    """Which of the flags every process shares a component has, and their defaults.
+    """Which of the shared process flags a component has, and their defaults.
 
     :func:`process_parser` adds them around the component's own flags, in the
     order ``--help`` lists them: the kubeconfig pairs, the component's own,

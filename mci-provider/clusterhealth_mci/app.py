@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import prometheus_client
 
-from clusterhealth_core import buildinfo, runner, serving
+from clusterhealth_core import buildinfo, members, runner, serving
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_mci import controller, members, metrics
+from clusterhealth_mci import controller, metrics
 from clusterhealth_mci import settings as mci_settings
 from clusterhealth_mci.providers import base, fake
 from clusterhealth_mci.providers.haproxy import config as haproxy_config

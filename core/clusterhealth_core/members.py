@@ -31,12 +31,14 @@ clients here, so they are built, shared and refreshed one way:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from clusterhealth_core import clock as clocks
+from clusterhealth_core import events, retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, informer, resources
 
@@ -61,6 +63,16 @@ RETIRE_GRACE = 120.0
 """A replaced client still in use after this long is closed anyway (its users did not move:
 two watch periods, four member request deadlines)."""
 SWEEP_INTERVAL = 1.0
+MEMBER_NOT_WATCHED = "MemberNotWatched"
+"""The Warning Event reason on a Cluster whose member cannot be watched
+(:class:`MemberInformers`; e.g. no credentials Secret)."""
+READONLY = "readonly"
+"""Credentials of the caller's own identity (e.g. the MCI provider's read-only one): the
+Secret named like the Cluster in a namespace of the caller's (``own_secrets``)."""
+CLUSTER = "cluster"
+"""Each Cluster's own ``spec.secretRef`` credentials (Karmada's controllers' way)."""
+MODES = (READONLY, CLUSTER)
+"""Whose credentials read the members."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +92,16 @@ class Access:
         return f"{self.secret_namespace}/{self.secret_name}"
 
 
-def access_of(cluster: Mapping[str, Any]) -> Access | None:
-    """How to reach the member, or ``None`` when the Cluster lacks an endpoint or a Secret."""
+def access_of(cluster: Mapping[str, Any], own_secrets: str | None = None) -> Access | None:
+    """How to reach the member, or ``None`` when the Cluster lacks an endpoint or a Secret.
+
+    ``own_secrets`` (:data:`READONLY` credentials): the Secret named like the
+    Cluster in that namespace stands in for its ``spec.secretRef``, never read.
+    """
     spec = cluster.get("spec") or {}
     ref = spec.get("secretRef") or {}
+    if own_secrets is not None:
+        ref = {"namespace": own_secrets, "name": (cluster.get("metadata") or {}).get("name")}
     if not spec.get("apiEndpoint") or not ref.get("name"):
         return None
     headers = spec.get("proxyHeader") or {}
@@ -124,8 +142,12 @@ class MemberClients:
         clock: clocks.Clock | None = None,
         retire_grace: float = RETIRE_GRACE,
         secret_namespace: str | None = None,
+        own_secrets: str | None = None,
     ) -> None:
         self.control_plane = control_plane
+        self.own_secrets = own_secrets
+        """:data:`READONLY` credentials: the namespace of the Secrets named like the Clusters
+        that stand in for their ``spec.secretRef`` (which is then never read)."""
         self.secrets = secrets
         self.clusters = clusters
         self.secret_namespace = secret_namespace
@@ -208,6 +230,22 @@ class MemberClients:
         return await self.control_plane.get(resources.SECRETS, access.secret_name,
                                             namespace=access.secret_namespace)
 
+    def access(self, cluster: Mapping[str, Any]) -> Access | None:
+        """How this pool reaches the member (see :func:`access_of`)."""
+        return access_of(cluster, self.own_secrets)
+
+    def refusal(self, cluster: Mapping[str, Any]) -> str | None:
+        """Why no client is built for ``cluster`` whatever the Secret says, if it is refused."""
+        name = str(cluster["metadata"]["name"])
+        access = self.access(cluster)
+        if access is None:
+            return f"cluster {name}: no spec.apiEndpoint or spec.secretRef"
+        if self.secret_namespace is not None and access.secret_namespace != self.secret_namespace:
+            return (f"cluster {name}: spec.secretRef names Secret {access.secret_key}, outside "
+                    f"{self.secret_namespace}, the only namespace member credentials are read "
+                    "from; refused (move the Secret there)")
+        return None
+
     def peek(self, name: str) -> kube.ApiClient | None:
         """The current client of ``name``, if one is built and not stale."""
         entry = self._entries.get(name)
@@ -222,14 +260,11 @@ class MemberClients:
         cannot be read; the message names the cluster.
         """
         name = str(cluster["metadata"]["name"])
-        access = access_of(cluster)
-        if access is None:
-            raise errors.ConfigError(f"cluster {name}: no spec.apiEndpoint or spec.secretRef")
-        if self.secret_namespace is not None and access.secret_namespace != self.secret_namespace:
-            raise errors.ConfigError(
-                f"cluster {name}: spec.secretRef names Secret {access.secret_key}, outside "
-                f"{self.secret_namespace}, the only namespace member credentials are read "
-                "from; refused (move the Secret there)")
+        refused = self.refusal(cluster)
+        if refused is not None:
+            raise errors.ConfigError(refused)
+        access = self.access(cluster)
+        assert access is not None  # refused otherwise
         entry = self._entries.get(name)
         if entry is not None and not entry.stale and entry.access == access:
             return entry.api
@@ -321,3 +356,275 @@ class MemberClients:
             del self._entries[name]
             self._retire(entry.api)
         await self.release_retired(force=True)
+
+
+# --- informers in the members -------------------------------------------------------------
+
+class Watched:
+    """One member's informers, through one client of the pool.
+
+    Subclass it to declare the informers (on :attr:`factory`, in ``__init__``)
+    and to answer questions from them; :class:`MemberInformers` starts,
+    swaps and stops it.
+    """
+
+    def __init__(self, name: str, api: kube.ApiClient, *, settings: informer.InformerSettings,
+                 clock: clocks.Clock) -> None:
+        self.name = name
+        self.api = api
+        self.factory = informer.InformerFactory(api, settings=settings, clock=clock)
+        self.active = False
+        """Whether it answers for the member (and reports its changes)."""
+
+    async def stop(self) -> None:
+        """Stop the informers (the client belongs to the pool)."""
+        self.active = False
+        await self.factory.stop()
+
+
+W = TypeVar("W", bound=Watched)
+MakeWatched = Callable[[str, kube.ApiClient], W]
+"""``make(cluster, client)``: a new :class:`Watched` of that member, not started."""
+RETRY = retry.Backoff(initial=1.0, factor=2.0, maximum=60.0, jitter=0.2, attempts=1_000_000)
+"""How often a member whose client cannot be built is tried again."""
+
+
+class MemberInformers(Generic[W]):
+    """One active :class:`Watched` per Cluster of ``pool.clusters`` whose client can be built.
+
+    Each member is (re)checked when marked (:meth:`mark`): when its Cluster
+    changes (the owner marks it), when its Secret changes, and when the pool
+    replaces its client.  A new client gets a new :class:`Watched`; the old one
+    keeps answering until the new one has loaded, so a credential rotation
+    never empties a member's caches for a moment.  A member that cannot be
+    watched is reported (:attr:`problems`, the log, and a Warning
+    :data:`MEMBER_NOT_WATCHED` Event on its Cluster); one whose client cannot
+    be built is tried again with backoff.  Nothing runs before :meth:`start`.
+    """
+
+    def __init__(
+        self,
+        pool: MemberClients,
+        make: MakeWatched[W],
+        *,
+        clock: clocks.Clock,
+        on_change: Listener,
+        recorder: events.EventRecorder | None = None,
+        backoff: retry.Backoff = RETRY,
+        missing_secret_hint: str = "",
+    ) -> None:
+        if pool.clusters is None:
+            raise ValueError("MemberInformers needs a pool with the Clusters' informer")
+        self.pool = pool
+        self.clusters: informer.Informer = pool.clusters
+        self.make = make
+        self.clock = clock
+        self.on_change = on_change
+        """``on_change(cluster)`` when everything known of the member may have changed."""
+        self.recorder = recorder
+        self.backoff = backoff
+        self.missing_secret_hint = missing_secret_hint
+        """Appended to the problem of a Cluster whose credentials Secret does not exist."""
+        self.active: dict[str, W] = {}
+        self.problems: dict[str, str] = {}
+        """Cluster -> why it is not watched."""
+        self._pending: dict[str, tuple[W, asyncio.Task[None]]] = {}
+        self._failures: dict[str, int] = {}
+        self._rebuilds: dict[str, int] = {}
+        """Watches built for a member since one last loaded (a client refused at once)."""
+        self._built_at: dict[str, float] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
+        self._syncing: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._started = False
+        pool.add_listener(self.mark)
+        pool.add_forget_handler(self._forgotten)
+        if pool.secrets is not None:
+            pool.secrets.add_handler(self._on_secret)
+
+    # --- what changed -------------------------------------------------------------
+
+    def mark(self, name: str, *, fresh: bool = False) -> None:
+        """Check member ``name`` again (its Cluster changed, or its client was invalidated).
+
+        ``fresh``: its Cluster or its Secret changed, so a new client may work
+        where the last ones were refused: rebuild at once, not after a backoff.
+        """
+        if fresh:
+            self._rebuilds.pop(name, None)
+        self._dirty.add(name)
+        if self._started and name not in self._syncing:
+            self._syncing[name] = asyncio.create_task(self._sync_marked(name),
+                                                      name=f"member-{name}-sync")
+
+    def _on_secret(self, event: str, obj: dict[str, Any], old: object) -> None:
+        key = informer.key_of(obj)
+        for cluster in list(self.clusters.store.values()):
+            access = self.pool.access(cluster)
+            if access is not None and access.secret_key == key:
+                self.mark(str(cluster["metadata"]["name"]), fresh=True)
+
+    def mark_all(self) -> None:
+        """Check every member again."""
+        for name in {*self.clusters.store, *self.active, *self._pending}:
+            self.mark(name)
+
+    async def start(self) -> None:
+        """Start watching every Cluster; return once each has been tried (not loaded)."""
+        self._started = True
+        self.mark_all()
+        await asyncio.gather(*(asyncio.shield(t) for t in list(self._syncing.values())),
+                             return_exceptions=True)
+
+    # --- keeping watches ----------------------------------------------------------
+
+    async def _sync_marked(self, name: str) -> None:
+        try:
+            while name in self._dirty:
+                self._dirty.discard(name)
+                try:
+                    await self._sync(name)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a bug here must not stop the other members
+                    log.exception("member %s: could not update its watches", name)
+                    self._failed(name, f"cluster {name}: {exc}")
+        finally:
+            self._syncing.pop(name, None)
+
+    def _problem(self, cluster: Mapping[str, Any]) -> str | None:
+        refused = self.pool.refusal(cluster)
+        access = self.pool.access(cluster)
+        secrets = self.pool.secrets
+        if (refused is None and access is not None and secrets is not None and secrets.synced
+                and access.secret_key not in secrets.store):
+            return (f"cluster {cluster['metadata']['name']}: not watched, the Secret "
+                    f"{access.secret_key} does not exist{self.missing_secret_hint}")
+        return refused
+
+    async def _sync(self, name: str) -> None:
+        cluster = self.clusters.store.get(name)
+        problem = self._problem(cluster) if cluster is not None else None
+        if cluster is None or problem is not None:
+            await self._drop(name)
+            if problem is not None:
+                self._report(name, problem)
+            return
+        try:
+            api = await self.pool.get(cluster)
+        except (errors.KubeError, OSError) as exc:
+            self._failed(name, str(exc))
+            return
+        self._failures.pop(name, None)
+        self.problems.pop(name, None)
+        pending = self._pending.get(name)
+        current = pending[0] if pending is not None else self.active.get(name)
+        if current is not None and current.api is api:
+            return
+        # A client refused (401) right after it was built would be rebuilt in a tight loop:
+        # until a member's watches load (or its Cluster or Secret changes), rebuilds back off.
+        rebuilds = self._rebuilds.get(name, 0)
+        if rebuilds:
+            wait = (self._built_at[name] + self.backoff.delay(min(rebuilds - 1, 16))
+                    - self.clock.monotonic())
+            if wait > 0:
+                self._later(name, wait)
+                return
+        self._rebuilds[name] = rebuilds + 1
+        self._built_at[name] = self.clock.monotonic()
+        await self._cancel_pending(name)
+        watched = self.make(name, api)
+        watched.factory.start()
+        self._pending[name] = (watched, asyncio.create_task(self._activate(watched),
+                                                            name=f"member-{name}-load"))
+        log.info("member %s: watching %s through %s", name,
+                 ", ".join(i.resource.plural for i in watched.factory.informers),
+                 "a new client" if name in self.active else "its client")
+
+    async def _activate(self, watched: W) -> None:
+        """Once ``watched`` has loaded, make it answer for its member; stop the one it replaces."""
+        await watched.factory.wait_synced()
+        name = watched.name
+        self._pending.pop(name, None)
+        self._rebuilds.pop(name, None)
+        old = self.active.get(name)
+        self.active[name] = watched
+        watched.active = True
+        if old is not None:
+            await old.stop()
+        if not self._pending:  # no old watch still reads through a replaced client
+            await self.pool.release_retired()
+        self.on_change(name)
+
+    async def _cancel_pending(self, name: str) -> None:
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            watched, task = pending
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await watched.stop()
+
+    async def _forgotten(self, name: str) -> None:
+        """The pool forgets ``name`` (its Cluster is gone): stop its watches first."""
+        await self._cancel_pending(name)
+        for state in (self.problems, self._failures, self._rebuilds, self._built_at):
+            state.pop(name, None)
+        old = self.active.pop(name, None)
+        if old is not None:
+            await old.stop()
+            log.info("member %s: no longer watched", name)
+            self.on_change(name)
+
+    async def _drop(self, name: str) -> None:
+        await self._forgotten(name)
+        await self.pool.forget(name)
+
+    def _report(self, name: str, problem: str) -> None:
+        if self.problems.get(name) != problem:
+            log.warning("%s", problem)
+            cluster = self.clusters.store.get(name)
+            if self.recorder is not None and cluster is not None:
+                self.recorder.record({"apiVersion": resources.CLUSTERS.api_version,
+                                      "kind": resources.CLUSTERS.kind, **cluster},
+                                     "Warning", MEMBER_NOT_WATCHED, problem)
+        self.problems[name] = problem
+
+    def _failed(self, name: str, problem: str) -> None:
+        self._report(name, problem)
+        failures = self._failures.get(name, 0)
+        self._failures[name] = failures + 1
+        self._later(name, self.backoff.delay(min(failures, 16)))
+
+    def _later(self, name: str, delay: float) -> None:
+        if name not in self._retries:
+            self._retries[name] = asyncio.create_task(self._retry(name, delay),
+                                                      name=f"member-{name}-retry")
+
+    async def _retry(self, name: str, delay: float) -> None:
+        try:
+            await self.clock.sleep(delay)
+        finally:
+            self._retries.pop(name, None)
+        self.mark(name)
+
+    async def wait_loaded(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until every member being loaded is active."""
+        tasks = [task for _, task in self._pending.values()]
+        if tasks:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*(asyncio.shield(t) for t in tasks),
+                                         return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop every member's watches (the pool's clients are closed by its owner)."""
+        self._started = False
+        tasks = [*self._syncing.values(), *self._retries.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for name in list(self._pending):
+            await self._cancel_pending(name)
+        for watched in self.active.values():
+            await watched.stop()
+        self.active.clear()

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable
 
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import process, runner
+from clusterhealth_core import members, process, runner
 from clusterhealth_core.kube import resources
-from clusterhealth_mci import controller, members, metrics
+from clusterhealth_mci import controller, metrics
 from clusterhealth_mci import settings as mci_settings
 from clusterhealth_mci.providers import base, fake
 from clusterhealth_mci.providers.haproxy import config as haproxy_config

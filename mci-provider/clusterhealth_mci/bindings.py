@@ -4,7 +4,7 @@ When the control plane serves ``work.karmada.io/v1alpha2 ResourceBinding``
 (a real Karmada, or our failover control plane once it propagates
 workloads), the binding of Service ``ns/name`` lists the clusters it was
 scheduled to, and that is where the Service runs.  Without a binding the
-controller falls back to discovery in the members (:mod:`clusterhealth_mci.members`).
+controller falls back to discovery in the members (:mod:`clusterhealth_mci.memberservices`).
 """
 
 from __future__ import annotations

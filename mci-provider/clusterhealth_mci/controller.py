@@ -54,7 +54,7 @@ from clusterhealth_core import runner, schema, status
 from clusterhealth_core.api import mci as mci_api
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import informer, resources
-from clusterhealth_mci import bindings, members, metrics, plan
+from clusterhealth_mci import bindings, memberservices, metrics, plan
 from clusterhealth_mci.providers import base
 from clusterhealth_mci.providers import plan as routing
 
@@ -70,7 +70,7 @@ INVALID_SPEC = "InvalidSpec"
 ROUTE_CONFLICT = "RouteConflict"
 CAPACITY_EXCEEDED = "CapacityExceeded"
 PORT_NOT_FOUND = "PortNotFound"
-MEMBER_NOT_WATCHED = "MemberNotWatched"
+MEMBER_NOT_WATCHED = pool_members.MEMBER_NOT_WATCHED
 """The Event reason on a Cluster whose member the provider cannot watch (e.g. no
 credentials of its own there)."""
 MISSING_READONLY_HINT = (
@@ -111,8 +111,8 @@ class ControllerSettings:
     fail_open: bool = True
     workers: int = 2
     resync_period: float = 300.0
-    member_credentials: str = members.READONLY
-    """Whose credentials read the members (:data:`clusterhealth_mci.members.MODES`)."""
+    member_credentials: str = pool_members.READONLY
+    """Whose credentials read the members (:data:`clusterhealth_core.members.MODES`)."""
     member_secret_namespace: str = "clusterhealth-mci-credentials"
     """Read-only mode: the only namespace whose Secrets are read and watched (one per
     Cluster, named like it: the provider's own read-only credentials)."""
@@ -152,19 +152,22 @@ class MCIController:
         self.recorder = term.recorder
         self.mcis = term.informers.informer(resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_fields)
-        self.readonly = settings.member_credentials == members.READONLY
-        secret_namespace = (settings.member_secret_namespace if self.readonly
+        readonly = settings.member_credentials == pool_members.READONLY
+        secret_namespace = (settings.member_secret_namespace if readonly
                             else settings.cluster_secret_namespace)
         self.secrets = term.informers.informer(
             resources.SECRETS, namespace=secret_namespace, transform=secret_fields)
-        self.pool = pool_members.MemberClients(term.api, secrets=self.secrets,
-                                               clusters=self.clusters,
-                                               user_agent="clusterhealth-mci", clock=self.clock)
-        self.members = members.MemberCaches(
-            self.pool, self._member_clusters, self._member_changed, clock=self.clock,
-            settings=term.informers.settings, secret_namespace=secret_namespace,
-            on_problem=self._member_problem,
-            missing_secret_hint=(MISSING_READONLY_HINT if self.readonly else ""))
+        self.pool = pool_members.MemberClients(
+            term.api, secrets=self.secrets, clusters=self.clusters,
+            user_agent="clusterhealth-mci", clock=self.clock, secret_namespace=secret_namespace,
+            own_secrets=secret_namespace if readonly else None)
+        self.members = memberservices.MemberCaches(
+            self.pool, lambda name, api: memberservices.MemberCache(
+                name, api, self._member_changed, settings=term.informers.settings,
+                clock=self.clock),
+            clock=self.clock, on_change=lambda name: self._member_changed(name, "", ""),
+            recorder=term.recorder,
+            missing_secret_hint=MISSING_READONLY_HINT if readonly else "")
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
         self.controller = runtime.Controller(
             CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=self.clock,
@@ -190,24 +193,6 @@ class MCIController:
     def synced(self) -> bool:
         """Whether the caches have loaded and the load balancer was resynced once."""
         return self._ready
-
-    def _clusters_by_name(self) -> dict[str, Mapping[str, Any]]:
-        return {str(c["metadata"]["name"]): c for c in self.clusters.store.values()}
-
-    def _member_clusters(self) -> dict[str, Mapping[str, Any]]:
-        """The Clusters as the member clients are built from them (see ``members``)."""
-        if not self.readonly:
-            return self._clusters_by_name()
-        namespace = self.settings.member_secret_namespace
-        return {str(c["metadata"]["name"]): members.readonly_view(c, namespace)
-                for c in self.clusters.store.values()}
-
-    def _member_problem(self, name: str, problem: str) -> None:
-        found = self.clusters.store.get(name)
-        if found is not None:
-            self.recorder.record({"apiVersion": resources.CLUSTERS.api_version,
-                                  "kind": resources.CLUSTERS.kind, **found},
-                                 "Warning", MEMBER_NOT_WATCHED, problem)
 
     # --- handlers -------------------------------------------------------------------------
 
@@ -268,7 +253,7 @@ class MCIController:
 
     def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = str(obj["metadata"]["name"])
-        if event != "MODIFIED" or pool_members.access_of(obj) != pool_members.access_of(old or {}):
+        if event != "MODIFIED" or self.pool.access(obj) != self.pool.access(old or {}):
             self.members.mark(name, fresh=True)
         before = ((old or {}).get("status") or {}).get("remedyActions")
         after = (obj.get("status") or {}).get("remedyActions")
@@ -613,7 +598,6 @@ class MCIController:
                 await self._timed("resync", self.provider.resync(list(self.specs.values())))
             except (base.ProviderError, OSError) as exc:
                 log.warning("provider resync failed: %s", exc)
-            self.members.mark_all()
             self._enqueue_all()
 
     def _initial_specs(self) -> list[base.LoadBalancerSpec]:
@@ -662,14 +646,12 @@ class MCIController:
                 await cache.wait_synced()
             if await self.bindings.detect():
                 await self.bindings.start().wait_synced()
-            self.members.mark_all()
-            await self.members.sync_marked()
+            await self.members.start()
             await self.members.wait_loaded(self.settings.member_load_timeout)
             await self._initial_resync()
             self._ready = True
             self._enqueue_all()
             tasks = [asyncio.create_task(self.controller.run(), name="mci-workers"),
-                     asyncio.create_task(self.members.run(), name="mci-members"),
                      asyncio.create_task(self.pool.run(), name="mci-member-clients"),
                      asyncio.create_task(self._resync(), name="mci-resync")]
             await asyncio.gather(*tasks)

@@ -18,7 +18,7 @@ FLAGS = settings.ProcessFlags(
                 "member clusters and their remedy actions.")
 PROVIDERS = ("haproxy", "fake")
 MEMBER_CREDENTIALS = ("readonly", "cluster")
-"""``--member-credentials`` (the modes of :mod:`clusterhealth_mci.members`, its ``MODES``)."""
+"""``--member-credentials`` (the modes of :mod:`clusterhealth_core.members`, its ``MODES``)."""
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 

@@ -41,12 +41,11 @@ from clusterhealth_controlplane import controllers as table
 from clusterhealth_controlplane import manager, memberobjects, options, vocabulary
 from clusterhealth_controlplane.clusterstatus import controller as clusterstatus
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import election, runner
+from clusterhealth_core import election, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources, transport
 from clusterhealth_localenv import environment
 from clusterhealth_mci import controller as mci
-from clusterhealth_mci import members as mci_members
 from clusterhealth_mci import metrics as mci_metrics
 from clusterhealth_mci.providers import fake
 
@@ -219,7 +218,7 @@ async def controllers(cp: kube.ApiClient) -> AsyncIterator[Controllers]:
         cp, False, election.ElectionConfig("leaks-lb", "default"), clock,
         # the Clusters' own credentials: this test is about the pools, not whose token
         make=lambda term: mci.MCIController(
-            term, provider, mci.ControllerSettings(member_credentials=mci_members.CLUSTER),
+            term, provider, mci.ControllerSettings(member_credentials=members.CLUSTER),
             lb_metrics),
         leader_gauge=lb_metrics.is_leader, metrics=process,
         term=runner.TermSettings(mci.COMPONENT))

@@ -138,3 +138,17 @@ async def test_a_cluster_without_credentials_is_a_clear_error(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+@pytest.mark.parametrize(("own", "spec", "secret"), [
+    (None, {"apiEndpoint": "https://m", "secretRef": {"namespace": "a", "name": "s"}}, "a/s"),
+    ("mine", {"apiEndpoint": "https://m", "secretRef": {"namespace": "a", "name": "s"}},
+     "mine/c"),
+    ("mine", {"apiEndpoint": "https://m"}, "mine/c"),
+    (None, {"apiEndpoint": "https://m"}, None),
+    ("mine", {"secretRef": {"namespace": "a", "name": "s"}}, None),
+])
+def test_own_secrets_stand_in_for_the_clusters_secret_ref(
+        own: str | None, spec: dict[str, Any], secret: str | None) -> None:
+    access = members.access_of({"metadata": {"name": "c"}, "spec": spec}, own)
+    assert (access.secret_key if access is not None else None) == secret

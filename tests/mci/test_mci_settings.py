@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from clusterhealth_core import clock as clocks
+from clusterhealth_core import members
 from clusterhealth_core import settings as core_settings
 from clusterhealth_localenv import pki
-from clusterhealth_mci import app, members
+from clusterhealth_mci import app
 from clusterhealth_mci import settings as mci_settings
 from clusterhealth_mci.providers.haproxy import provider as haproxy_provider
 

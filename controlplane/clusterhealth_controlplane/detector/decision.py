@@ -27,10 +27,12 @@ requirements, and the policy's placement.
 from __future__ import annotations
 
 import dataclasses
+import fractions
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_controlplane import vocabulary
+from clusterhealth_controlplane import quantities, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_core.api import policy
 
@@ -191,35 +193,14 @@ def claim_marks(chosen: Policy) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _quantity_sum(values: Iterable[str]) -> str | None:
-    """Sum CPU or memory quantities written as Kubernetes does (m, Ki/Mi/Gi, plain)."""
-    total = 0.0
-    seen = False
-    milli = False
-    for text in values:
-        seen = True
-        value, unit_milli = parse_quantity(text)
-        milli = milli or unit_milli
-        total += value
-    if not seen:
+    """Sum CPU or memory quantities, exactly; in milli-units when one was written so."""
+    texts = list(values)
+    if not texts:
         return None
-    if milli:
-        return f"{round(total * 1000)}m"
-    return str(int(total)) if total == int(total) else str(total)
-
-
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
-def parse_quantity(text: str) -> tuple[float, bool]:
-    """A Kubernetes quantity as a number (and whether it was written in milli-units)."""
-    text = str(text).strip()
-    if text.endswith("m"):
-        return float(text[:-1]) / 1000, True
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if text.endswith(suffix):
-            return float(text[:-len(suffix)]) * _SUFFIXES[suffix], False
-    return float(text), False
+    total = sum((quantities.parse(text) for text in texts), fractions.Fraction(0))
+    if any(text.endswith("m") for text in texts):
+        return f"{math.ceil(total * 1000)}m"
+    return quantities.plain(total)
 
 
 def replica_requirements(obj: Mapping[str, Any]) -> tuple[int, dict[str, Any] | None]:

@@ -1,16 +1,11 @@
 """Serve a component's process: what every component's ``serve`` does alike, written once.
 
-:func:`serve` makes the injected metrics registry (build info, process and
-platform collectors, the leadership gauge: :func:`buildinfo.register`), the
-clock, the API clients, the health and metrics server; checks that the APIs
-the component needs are served; then hands these to the component's
-``start``, which makes what is its own (its metrics, controllers, probes) and
-returns its work; the work runs until SIGTERM/SIGINT
+:func:`serve` makes the registry (:func:`buildinfo.register`), the clock, the
+API clients and the health/metrics server, checks that the needed APIs are
+served, and hands them to the component's ``start``, which makes what is its
+own and returns its work; that runs until SIGTERM/SIGINT
 (:func:`runner.run_until_signalled`), then everything is closed in reverse.
-:meth:`Process.elect` runs a controller under leader election
-(:class:`runner.ElectedController`) with its checks served.  What a component
-passes in is a :class:`Component` and its ``start``: every component's
-``serve`` is a few lines of its own.
+:meth:`Process.elect` runs a controller under leader election.
 """
 
 from __future__ import annotations
@@ -45,8 +40,6 @@ class Component:
     """Connections to each API server (:class:`kube.ApiClient`'s)."""
     needed: Sequence[resources.Resource] = ()
     """APIs the first client's server must serve, or the process does not start."""
-    hint: str = INSTALL_HINT
-    """What the start-up error says when one of :attr:`needed` is not served."""
     more_clients: Sequence[config.Credentials] = ()
     """Further API servers to open a client to (the agent's control plane)."""
 
@@ -113,7 +106,7 @@ async def serve(process_settings: settings.ProcessSettings, component: Component
             each, user_agent=component.user_agent, max_connections=component.max_connections,
             http=process_settings.http_library)) for each in [*first, *component.more_clients]]
         if component.needed:
-            await runner.check_served(clients[0], component.needed, component.hint)
+            await runner.check_served(clients[0], component.needed, INSTALL_HINT)
         server = serving.HealthServer(registry, host=process_settings.bind_address,
                                       port=process_settings.healthz_port,
                                       tls=process_settings.tls, clock=clock)

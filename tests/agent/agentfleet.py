@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+import testkit
 from clusterhealth_agent import reporter
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -60,13 +61,7 @@ class AgentProcess:
         return self.sample("clusterhealth_agent_is_leader") == 1.0
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        testkit.stop_process(self.proc, sig)
 
 
 @dataclasses.dataclass

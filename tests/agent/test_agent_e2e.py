@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import agentfleet as c
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import conditions, environment, waiting
@@ -42,15 +44,35 @@ async def _start_dns(fleet: c.Fleet, nodes: list[str] | None = None) -> float:
     return began
 
 
+async def _reporting(fleet_factory: Factory, nodes: int, cp: kube.ApiClient
+                     ) -> tuple[c.Fleet, dict[str, Any]]:
+    """A fleet of ``nodes`` with an agent on each, once it reports the member healthy."""
+    fleet: c.Fleet = await fleet_factory(nodes)
+    for node in fleet.nodes:
+        fleet.start_agent(node)
+    cond, _ = await c.wait_condition(cp, "True", timeout=30)
+    return fleet, cond
+
+
 async def _wait_leader(fleet: c.Fleet, timeout: float = 15) -> c.AgentProcess:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def leader() -> c.AgentProcess | None:
         leaders = await asyncio.to_thread(fleet.leaders)
         assert len(leaders) <= 1, [a.node for a in leaders]
-        if leaders:
-            return leaders[0]
+        return leaders[0] if leaders else None
+
+    found: c.AgentProcess = await testkit.eventually(leader, timeout, "an agent leads")
+    return found
+
+
+async def _stays_true(cp: kube.ApiClient, seconds: float) -> dict[str, Any]:
+    """The member's condition, True at every look for ``seconds`` (real agents' timers)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        cond = await c.cluster_condition(cp)
+        assert cond is not None and cond["status"] == "True", cond
+        if time.monotonic() >= deadline:
+            return cond
         await asyncio.sleep(0.2)
-    raise AssertionError("no agent leads")
 
 
 async def _others_written(plane: environment.LocalEnvironment, cp: kube.ApiClient) -> None:
@@ -101,33 +123,24 @@ async def test_dns_outage_detected_and_cleared(fleet_factory: Factory,
 async def test_flap_shorter_than_threshold_changes_nothing(
     fleet_factory: Factory, cp: kube.ApiClient
 ) -> None:
-    fleet: c.Fleet = await fleet_factory(2)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    before, _ = await c.wait_condition(cp, "True", timeout=30)
+    fleet, before = await _reporting(fleet_factory, 2, cp)
     await asyncio.sleep(1.5)  # let the nodes settle on True
     await _stop_dns(fleet)
     await asyncio.sleep(THRESHOLD / 2)
     await _start_dns(fleet)
-    deadline = time.monotonic() + 2 * THRESHOLD
-    while time.monotonic() < deadline:
-        cond = await c.cluster_condition(cp)
-        assert cond is not None and cond["status"] == "True", cond
-        await asyncio.sleep(0.2)
-    after = await c.cluster_condition(cp)
-    assert after is not None
+    after = await _stays_true(cp, 2 * THRESHOLD)
     assert after["lastTransitionTime"] == before["lastTransitionTime"]
 
 
 async def test_leader_killed_reporting_continues_only_leader_writes(
     fleet_factory: Factory, cp: kube.ApiClient
 ) -> None:
-    fleet: c.Fleet = await fleet_factory(3)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    await c.wait_condition(cp, "True", timeout=30)
+    fleet, _ = await _reporting(fleet_factory, 3, cp)
     leader = await _wait_leader(fleet)
-    await asyncio.sleep(1)  # a heartbeat period: the leader's metrics are current
+    await testkit.eventually(  # its first report written: its metrics say so
+        lambda: asyncio.to_thread(
+            leader.sample, "clusterhealth_agent_last_report_success_timestamp_seconds"),
+        10, "the leader's report")
     for agent in fleet.agents.values():
         written = await asyncio.to_thread(
             agent.sample, "clusterhealth_agent_last_report_success_timestamp_seconds")
@@ -154,17 +167,10 @@ async def test_leader_killed_reporting_continues_only_leader_writes(
 
 async def test_quorum(fleet_factory: Factory, cp: kube.ApiClient) -> None:
     # default quorum: one node of three failing changes nothing
-    fleet: c.Fleet = await fleet_factory(3)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    await c.wait_condition(cp, "True", timeout=30)
+    fleet, _ = await _reporting(fleet_factory, 3, cp)
     await _stop_dns(fleet, fleet.nodes[:1])
-    deadline = time.monotonic() + THRESHOLD + 3
-    while time.monotonic() < deadline:
-        cond = await c.cluster_condition(cp)
-        assert cond is not None and cond["status"] == "True", cond
-        await asyncio.sleep(0.2)
-    assert cond is not None and "failing: " in cond["message"]  # visible, not acted on
+    cond = await _stays_true(cp, THRESHOLD + 3)
+    assert "failing: " in cond["message"]  # visible, not acted on
     for agent in fleet.agents.values():
         agent.stop()
 
@@ -179,10 +185,7 @@ async def test_quorum(fleet_factory: Factory, cp: kube.ApiClient) -> None:
 async def test_control_plane_restarted_during_failure(
     fleet_factory: Factory, env: environment.LocalEnvironment, cp: kube.ApiClient
 ) -> None:
-    fleet: c.Fleet = await fleet_factory(2)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    await c.wait_condition(cp, "True", timeout=30)
+    fleet, _ = await _reporting(fleet_factory, 2, cp)
     await env.stop_server(environment.CONTROL_PLANE)
     try:
         await _stop_dns(fleet)
@@ -198,19 +201,16 @@ async def test_control_plane_restarted_during_failure(
 async def test_member_api_server_down_stops_reporting(
     fleet_factory: Factory, env: environment.LocalEnvironment, cp: kube.ApiClient
 ) -> None:
-    fleet: c.Fleet = await fleet_factory(2)
-    for node in fleet.nodes:
-        fleet.start_agent(node)
-    await c.wait_condition(cp, "True", timeout=30)
+    fleet, _ = await _reporting(fleet_factory, 2, cp)
     await _wait_leader(fleet)
     await env.stop_server(c.MEMBER)
     try:
         # Without its API server nobody can renew the Lease: leadership ends within
         # the renew deadline (2 s here) and nobody reports a stale result as fresh.
-        deadline = time.monotonic() + 10
-        while await asyncio.to_thread(fleet.leaders):
-            assert time.monotonic() < deadline, "an agent kept leading without its API server"
-            await asyncio.sleep(0.2)
+        async def nobody_leads() -> bool:
+            return not await asyncio.to_thread(fleet.leaders)
+
+        await testkit.eventually(nobody_leads, 10, "no agent leads without its API server")
         for agent in fleet.agents.values():
             assert agent.proc.poll() is None  # still running, still probing
     finally:

@@ -7,7 +7,6 @@ CA) then may read its own Cluster and patch its own status, and nothing else.
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import subprocess
 
@@ -15,6 +14,7 @@ import chartkit
 import pytest
 import yaml
 
+import testkit
 from clusterhealth_core import schema, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, resources
@@ -49,18 +49,9 @@ async def test_agent_identity_may_touch_only_its_own_cluster(
         server=env.servers[environment.CONTROL_PLANE].url, ca_data=env.ca.cert_pem,
         client_cert_data=pair.cert_pem, client_key_data=pair.key_pem, source=IDENTITY)
     async with kube.ApiClient(credentials) as agent:
-        async def allowed() -> bool:  # RBAC caches take a moment to see new bindings
-            try:
-                await agent.get(resources.CLUSTERS, "member1")
-            except errors.Forbidden:
-                return False
-            return True
-        for _ in range(50):
-            if await allowed():
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the agent identity never got read access to its Cluster")
+        await testkit.eventually(  # RBAC caches take a moment to see new bindings
+            lambda: agent.get(resources.CLUSTERS, "member1"), 5,
+            "the agent identity reads its Cluster", interval=0.1, not_yet=(errors.Forbidden,))
         await status.apply_status(agent, resources.CLUSTERS, "member1",
                                   {"conditions": [CONDITION]}, field_manager="rbac-test")
         # What the agent reads to choose how to write, and the read-modify-write it uses

@@ -390,17 +390,6 @@ def test_schema_knows_the_components_names() -> None:
     assert 'list "' + '" "'.join(controllers.NAMES) + '"' in helpers
 
 
-@pytest.mark.parametrize("timings", [
-    {"leaseDuration": "15s", "renewDeadline": "15s", "retryPeriod": "2s"},
-    {"leaseDuration": "1m", "renewDeadline": "60s", "retryPeriod": "2s"},
-    {"leaseDuration": "1h", "renewDeadline": "59m", "retryPeriod": "1h"},
-])
-def test_lease_timings_must_decrease(render_error: Callable[..., str],
-                                     timings: dict[str, str]) -> None:
-    error = render_error({"leaderElection": timings})
-    assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
-
-
 # --- RBAC ------------------------------------------------------------------------------
 
 def _rules(documents: list[Manifest]) -> list[tuple[str, str, str, Manifest]]:

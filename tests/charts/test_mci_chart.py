@@ -1,5 +1,8 @@
 """The clusterhealth-mci-provider chart: what it renders, what it refuses, and least privilege.
 
+What it renders like the other controllers' charts (the Deployment's shape, the
+PodDisruptionBudget, image and metrics values) is tested in ``test_controller_charts.py``.
+
 Every manifest is validated with kubernetes-validate (strict, the project's
 Kubernetes version) except the monitoring.coreos.com ServiceMonitor, which it
 has no schema for: its structure is checked here instead.
@@ -141,14 +144,6 @@ def test_defaults_render_valid_manifests(render: Render) -> None:
         assert labels["app.kubernetes.io/component"] == "mci-controller"
 
 
-def test_names_follow_the_release(render: Render, helm: str) -> None:
-    assert _one(render(), "Deployment")["metadata"]["name"] == RELEASE
-    proc = _run_helm(helm, "template", "cp", str(CHART), "--kube-version", KUBERNETES)
-    assert proc.returncode == 0, proc.stderr
-    documents = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert _one(documents, "Deployment")["metadata"]["name"] == "cp-clusterhealth-mci-provider"
-
-
 # --- the Deployment --------------------------------------------------------------------
 
 def test_deployment_defaults(render: Render) -> None:
@@ -273,91 +268,11 @@ def test_values_defaults_are_the_controller_defaults() -> None:
     assert defaults.healthz_port == 10360
 
 
-def test_deployment_env_from_downward_api(render: Render) -> None:
-    assert _container(render())["env"] == [
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-    ]
-
-
 RESTRICTED_CONTAINER = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
     "capabilities": {"drop": ["ALL"]},
 }
-
-
-def test_deployment_security_context(render: Render) -> None:
-    documents = render({"haproxy": {"sidecar": OWN}})
-    assert _pod(documents)["securityContext"] == {
-        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    assert _container(documents)["securityContext"] == RESTRICTED_CONTAINER
-    # /tmp is the only writable path (readOnlyRootFilesystem)
-    assert _container(documents)["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
-    assert _pod(documents)["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
-    assert not {"hostNetwork", "hostPID", "hostIPC"} & set(_pod(documents))
-
-
-def test_deployment_resources_and_health_probes(render: Render) -> None:
-    container = _container(render())
-    assert container["resources"] == {"requests": {"cpu": "20m", "memory": "96Mi"},
-                                      "limits": {"memory": "256Mi"}}
-    assert container["ports"] == [{"name": "metrics", "containerPort": 10360,
-                                   "protocol": "TCP"}]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-
-
-def test_replicas_prefer_different_nodes(render: Render) -> None:
-    documents = render()
-    selector = _one(documents, "Deployment")["spec"]["selector"]["matchLabels"]
-    assert _pod(documents)["affinity"] == {"podAntiAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100,
-            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                "labelSelector": {"matchLabels": selector}},
-        }],
-    }}
-    # scheduling values replace the default
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}]}}}
-    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "cp",
-                    "effect": "NoSchedule"}]
-    pod = _pod(render({"affinity": affinity, "tolerations": tolerations,
-                       "nodeSelector": {"kubernetes.io/os": "linux"},
-                       "priorityClassName": "system-cluster-critical"}))
-    assert pod["affinity"] == affinity
-    assert pod["tolerations"] == tolerations
-    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
-    assert pod["priorityClassName"] == "system-cluster-critical"
-
-
-def test_image_values(render: Render) -> None:
-    container = _container(render({"image": {"repository": "registry.example.org/mci",
-                                             "tag": "1.2.3", "pullPolicy": "Always"}}))
-    assert container["image"] == "registry.example.org/mci:1.2.3"
-    assert container["imagePullPolicy"] == "Always"
-
-
-# --- PodDisruptionBudget ---------------------------------------------------------------
-
-@pytest.mark.parametrize("replicas", [2, 3])
-def test_pdb_with_several_replicas(render: Render, replicas: int) -> None:
-    documents = render({"replicas": replicas})
-    assert _one(documents, "Deployment")["spec"]["replicas"] == replicas
-    pdb = _one(documents, "PodDisruptionBudget", RELEASE)
-    assert pdb["metadata"]["namespace"] == NAMESPACE
-    assert pdb["spec"] == {"minAvailable": 1, "selector": {
-        "matchLabels": _one(documents, "Deployment")["spec"]["selector"]["matchLabels"]}}
-
-
-def test_no_pdb_with_one_replica(render: Render) -> None:
-    documents = render({"replicas": 1})
-    assert _one(documents, "Deployment")["spec"]["replicas"] == 1
-    assert "PodDisruptionBudget" not in _kinds(documents)
-    assert "PodDisruptionBudget" not in _kinds(render(None, "replicas=1"))
 
 
 # --- IngressClass ----------------------------------------------------------------------
@@ -619,17 +534,6 @@ def test_schema_accepts_sockets(render: Render, socket: str) -> None:
         render({"haproxy": {"socket": socket, "sidecar": OWN}}))["args"]
 
 
-@pytest.mark.parametrize("timings", [
-    {"leaseDuration": "15s", "renewDeadline": "15s", "retryPeriod": "2s"},
-    {"leaseDuration": "10s", "renewDeadline": "15s", "retryPeriod": "2s"},
-    {"leaseDuration": "15s", "renewDeadline": "2000ms", "retryPeriod": "2s"},
-])
-def test_lease_timings_must_decrease(render_error: Callable[..., str],
-                                     timings: dict[str, str]) -> None:
-    error = render_error({"leaderElection": timings})
-    assert "leaseDuration" in error and "> renewDeadline" in error and "is required" in error
-
-
 # --- RBAC in the control plane ---------------------------------------------------------
 
 Grant = tuple[str, str, str, str, tuple[str, ...]]
@@ -803,15 +707,6 @@ def test_member_target_refuses_the_crds(render_error: Callable[..., str]) -> Non
     assert "target=member" in error and "set crds.enabled=false" in error, error
 
 
-# --- CRDs: the clusterhealth-crds dependency ------------------------------------------
-
-def test_crds_disabled_drop_them(render: Render) -> None:
-    for documents in (render({"crds": {"enabled": False}}, include_crds=True),
-                      render(None, "crds.enabled=false", include_crds=True)):
-        assert chartkit.crd_names(documents) == []
-        assert _kinds(documents) == _kinds(render())
-
-
 # --- kubeconfigSecret: a host cluster managing another API server (Karmada) ------------
 
 def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
@@ -837,11 +732,6 @@ def test_kubeconfig_secret_mounted_and_passed(render: Render) -> None:
     _validate(documents)
 
 
-def test_kubeconfig_secret_refuses_crds_in_the_host(render_error: Callable[..., str]) -> None:
-    error = render_error({"kubeconfigSecret": {"name": "kc", "key": "kubeconfig"}})
-    assert "set crds.enabled=false" in error, error
-
-
 def test_rbac_only(render: Render) -> None:
     documents = render({"rbacOnly": True, "crds": {"enabled": False},
                         "serviceMonitor": {"enabled": True}})
@@ -859,20 +749,6 @@ def test_rbac_only(render: Render) -> None:
 
 
 # --- metrics ---------------------------------------------------------------------------
-
-def test_metrics_service_selects_the_pods(render: Render) -> None:
-    documents = render()
-    service = _one(documents, "Service", f"{RELEASE}-metrics")
-    pod_labels = _one(documents, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert service["spec"]["ports"] == [{"name": "metrics", "port": 10360,
-                                         "targetPort": "metrics", "protocol": "TCP"}]
-
-
-def test_service_monitor_disabled_by_default(render: Render) -> None:
-    assert not [d for d in render() if d["apiVersion"] == MONITORING]
-
 
 def test_service_monitor(render: Render) -> None:
     documents = render({"serviceMonitor": {"enabled": True, "interval": "15s",

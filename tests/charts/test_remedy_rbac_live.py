@@ -11,7 +11,6 @@ accepts Events about cluster-scoped objects only in ``default`` and
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import subprocess
 import sys
@@ -19,9 +18,11 @@ import uuid
 from typing import Any
 
 import chartkit
+import cpchart
 import pytest
 import yaml
 
+import testkit
 from clusterhealth_core import status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -30,15 +31,6 @@ from clusterhealth_localenv import environment, processes
 CHART = pathlib.Path(__file__).resolve().parents[2] / "charts" / "remedy"
 NAMESPACE = "clusterhealth-system"
 RELEASE = "rbac-live"
-RBAC = "rbac.authorization.k8s.io"
-KINDS = {
-    "ServiceAccount": resources.SERVICE_ACCOUNTS,
-    "ClusterRole": resources.Resource(RBAC, "v1", "clusterroles", "ClusterRole", False),
-    "ClusterRoleBinding": resources.Resource(RBAC, "v1", "clusterrolebindings",
-                                             "ClusterRoleBinding", False),
-    "Role": resources.Resource(RBAC, "v1", "roles", "Role", True),
-    "RoleBinding": resources.Resource(RBAC, "v1", "rolebindings", "RoleBinding", True),
-}
 
 
 def _render(*sets: str) -> list[chartkit.Manifest]:
@@ -49,42 +41,17 @@ def _render(*sets: str) -> list[chartkit.Manifest]:
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
-async def _token(cp: kube.ApiClient, account: str) -> str:
-    answer = await cp.request(
-        "POST", resources.SERVICE_ACCOUNTS.path(account, namespace=NAMESPACE,
-                                                subresource="token"),
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-              "spec": {"audiences": ["https://kubernetes.default.svc"],
-                       "expirationSeconds": 3600}})
-    return str(answer["status"]["token"])
-
-
 @pytest.mark.parametrize("event_namespace", ["default", "kube-system"])
 async def test_controller_works_with_exactly_the_charts_rbac(
     env: environment.LocalEnvironment, cp: kube.ApiClient, tmp_path: pathlib.Path,
     python_env: dict[str, str], event_namespace: str,
 ) -> None:
     values = f"eventNamespace={event_namespace}"
-    if not any(n["metadata"]["name"] == NAMESPACE
-               for n in (await cp.list(resources.NAMESPACES))["items"]):
-        await cp.create(resources.NAMESPACES, {"metadata": {"name": NAMESPACE}})
     rbac = _render("rbacOnly=true", values)
-    for document in rbac:
-        kind = KINDS[document["kind"]]
-        namespace = document["metadata"].get("namespace")
-        await cp.delete(kind, document["metadata"]["name"], namespace=namespace,
-                        missing_ok=True)
-        await cp.create(kind, document, namespace=namespace)
+    await cpchart.install(cp, rbac)
     account = next(d for d in rbac if d["kind"] == "ServiceAccount")["metadata"]["name"]
-    token = await _token(cp, account)
-    kubeconfig = tmp_path / "sa.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "cp", "cluster": {
-            "server": env.servers[environment.CONTROL_PLANE].url,
-            "certificate-authority": str(env.workdir / "ca.crt")}}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "cp", "user": "sa"}}]}))
+    kubeconfig = cpchart.kubeconfig(env, tmp_path / "sa.kubeconfig",
+                                    await cpchart.token(cp, account))
 
     deployment = next(d for d in _render(values) if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -126,23 +93,14 @@ async def test_controller_works_with_exactly_the_charts_rbac(
                     and bool(events["items"])
                     and bool(lease["spec"].get("holderIdentity")))
 
-        for _ in range(300):
-            try:
-                if await done():
-                    break
-            except errors.NotFound:
-                pass
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError(f"the controller did not do its job:\n{controller.log_tail()}")
+        await testkit.eventually(done, 30, "the controller does its job", interval=0.1,
+                                 not_yet=(errors.NotFound,), process=controller)
         assert "Forbidden" not in controller.log_tail(200), controller.log_tail(200)
     finally:
         await controller.stop()
         await cp.delete(resources.REMEDIES, remedy, missing_ok=True)
         await cp.delete(resources.CLUSTERS, cluster, missing_ok=True)
-        for document in rbac:
-            await cp.delete(KINDS[document["kind"]], document["metadata"]["name"],
-                            namespace=document["metadata"].get("namespace"), missing_ok=True)
+        await cpchart.uninstall(cp, rbac)
 
 
 def container_arg(container: dict[str, Any], flag: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import builder, reconcile, runner
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import informer
@@ -110,6 +111,7 @@ def term() -> runner.Term:
                                                    informers=None))
 
 
+@testkit.fake_time  # the fakes and the runtime wait only on the loop's clock
 async def test_a_built_controller_reconciles_requests_from_for_owns_and_watches() -> None:
     primary, owned, other, read = FakeInformer(), FakeInformer(), FakeInformer(), FakeInformer()
     done: list[builder.Request] = []
@@ -167,6 +169,7 @@ async def test_a_built_controller_reconciles_requests_from_for_owns_and_watches(
         await asyncio.gather(task, return_exceptions=True)
 
 
+@testkit.fake_time  # the fakes and the runtime wait only on the loop's clock
 async def test_resync_queues_every_object_of_the_for_kind_each_period() -> None:
     primary = FakeInformer()
     primary.store = {"ns/a": obj("a", "ns"), "b": obj("b")}
@@ -212,6 +215,7 @@ class FakeApi:
         self.applied.append(body)
 
 
+@testkit.fake_time  # the fakes and the runtime wait only on the loop's clock
 async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
     text = (pathlib.Path(__file__).parents[2] / "docs" / "core.md").read_text()
     source = text.split("```python\n", 1)[1].split("```", 1)[0]

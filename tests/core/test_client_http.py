@@ -15,10 +15,11 @@ import os
 import pathlib
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+import testkit
 from clusterhealth_core import retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, errors, resources, transport
@@ -70,12 +71,8 @@ async def server(respond: Respond) -> AsyncIterator[tuple[str, list[Request]]]:
         finally:
             writer.close()
 
-    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}", seen
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    async with testkit.loopback_server(handle) as url:
+        yield url, seen
 
 
 def reply(status: int, body: object, headers: dict[str, str] | None = None) -> bytes:
@@ -91,12 +88,8 @@ LIBRARY: list[transport.Library] = ["httpx"]
 """The HTTP library of the clients this module's tests make (set per test)."""
 
 
-@pytest.fixture(autouse=True, params=transport.LIBRARIES)
-def library(request: pytest.FixtureRequest) -> Iterator[transport.Library]:
-    """Every promise holds on both HTTP libraries."""
-    LIBRARY[0] = request.param
-    yield request.param
-    LIBRARY[0] = "httpx"
+library = testkit.each_http_library(LIBRARY)
+"""Every promise holds on both HTTP libraries."""
 
 
 def api_for(url: str, **kwargs: object) -> kube.ApiClient:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import testkit
 from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -55,18 +56,18 @@ class Proc:
     def times(self, kind: str, after: float) -> list[float]:
         return [float(e["t"]) for e in self.events if e["event"] == kind and e["t"] > after]
 
+    def running(self) -> bool:
+        return self.proc.returncode is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.stderr[-lines:])
+
     async def wait(self, kind: str, after: float, timeout: float, count: int = 1) -> float:
         """The time of the ``count``-th ``kind`` event after ``after``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            seen = self.times(kind, after)
-            if len(seen) >= count:
-                return seen[count - 1]
-            if self.proc.returncode is not None:
-                break
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"{self.identity}: no {count} {kind!r} after {after}; stderr:\n"
-                             + "\n".join(self.stderr[-15:]))
+        seen: list[float] = await testkit.eventually(
+            lambda: self.times(kind, after)[count - 1:], timeout, interval=0.02, process=self,
+            what=f"{self.identity}: {count} {kind!r} after {after}")
+        return seen[0]
 
 
 async def _read(proc: Proc, stream: asyncio.StreamReader, into_events: bool) -> None:
@@ -136,13 +137,13 @@ class Scene:
 
 async def _first(procs: Iterable[Proc], kind: str, after: float, timeout: float
                  ) -> tuple[Proc, float]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def earliest() -> tuple[Proc, float] | None:
         found = [(p, t[0]) for p in procs if (t := p.times(kind, after))]
-        if found:
-            return min(found, key=lambda pair: pair[1])
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no process reported {kind!r} within {timeout}s")
+        return min(found, key=lambda pair: pair[1]) if found else None
+
+    first: tuple[Proc, float] = await testkit.eventually(
+        earliest, timeout, interval=0.02, what=f"a process reporting {kind!r}")
+    return first
 
 
 # --- the audit log ------------------------------------------------------------------
@@ -279,9 +280,8 @@ async def test_candidate_waits_for_the_holders_lease_duration(
             await asyncio.sleep(LEASE + 2 * RETRY)
             assert not candidate.is_leader
             assert candidate.healthy()[0]
-            async with asyncio.timeout(4 * holder_seconds):
-                while not candidate.is_leader:
-                    await asyncio.sleep(0.05)
+            await testkit.eventually(lambda: candidate.is_leader, 4 * holder_seconds,
+                                     interval=0.05, what="the candidate leads")
             spec = (await api.get(resources.LEASES, lease, namespace="default"))["spec"]
         finally:
             task.cancel()
@@ -307,8 +307,7 @@ async def test_fence_refuses_writes_after_a_pause(
                                namespace="default")
         task = asyncio.create_task(leader.run(lambda: asyncio.Event().wait()))
         try:
-            while not leader.is_leader:
-                await asyncio.sleep(0.05)
+            await testkit.eventually(lambda: leader.is_leader, interval=0.05, what="it leads")
             await fenced.patch(resources.CONFIGMAPS, configmap, {"data": {"n": "1"}},
                                namespace="default")
             assert leader.healthy()[0]
@@ -325,38 +324,30 @@ async def test_fence_refuses_writes_after_a_pause(
         await fenced.get(resources.CONFIGMAPS, configmap, namespace="default")
 
 
-class PartitionableClient(kube.ApiClient):
-    partitioned = False
-
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        if self.partitioned:
-            raise errors.Unreachable("injected partition")
-        return await super().request(method, path, **kwargs)
-
-
 async def test_work_that_does_not_stop_fails_liveness_and_exits(
     audited: environment.LocalEnvironment,
 ) -> None:
     lease = f"stuck-{uuid.uuid4().hex[:6]}"
     exits: list[int] = []
     cancels: list[float] = []
-    api = PartitionableClient(audited.servers[environment.CONTROL_PLANE].credentials())
+    api = testkit.PartitionableClient(audited.servers[environment.CONTROL_PLANE].credentials())
     leader = election.LeaderElector(api, election.ElectionConfig(
         lease, "default", "stuck", LEASE, RENEW, RETRY, stop_timeout=0.5))
 
-    released = asyncio.Event()
+    released, started, returned = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def stubborn(_: kube.ApiClient) -> None:
+        started.set()
         while not released.is_set():  # ignores cancellation until the test lets it go
             try:
                 await asyncio.sleep(0.05)
             except asyncio.CancelledError:
                 cancels.append(time.monotonic())
+        returned.set()
 
     task = asyncio.create_task(runner.lead_while_elected(leader, stubborn, api, exits.append))
     try:
-        while not leader.is_leader:
-            await asyncio.sleep(0.05)
+        await testkit.eventually(lambda: leader.is_leader, interval=0.05, what="it leads")
         assert leader.healthy()[0]
         api.partitioned = True
         async with asyncio.timeout(10 * RENEW):
@@ -371,7 +362,8 @@ async def test_work_that_does_not_stop_fails_liveness_and_exits(
         released.set()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await asyncio.sleep(0.1)  # the orphaned work sees ``released`` and returns
+        if started.is_set():
+            await testkit.eventually(returned.is_set, 5, what="the orphaned work returns")
         await api.close()
 
 

@@ -12,19 +12,11 @@ from typing import Any
 
 import pytest
 
+import testkit
 from clusterhealth_core import election
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
-
-
-class PartitionableClient(kube.ApiClient):
-    partitioned = False
-
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        if self.partitioned:
-            raise errors.Unreachable("injected partition")
-        return await super().request(method, path, **kwargs)
 
 
 def _config(identity: str, lease: str) -> election.ElectionConfig:
@@ -41,7 +33,7 @@ async def test_partitioned_leader_stops_before_takeover(
     loop = asyncio.get_running_loop()
     timeline: list[tuple[str, str, float]] = []
     credentials = env.servers[environment.CONTROL_PLANE].credentials()
-    api_a = PartitionableClient(credentials)
+    api_a = testkit.PartitionableClient(credentials)
     api_b = kube.ApiClient(credentials)
     a = election.LeaderElector(api_a, _config("a", lease))
     b = election.LeaderElector(api_b, _config("b", lease))
@@ -56,15 +48,13 @@ async def test_partitioned_leader_stops_before_takeover(
         return run
 
     task_a = asyncio.create_task(a.run(work("a")))
-    while not a.is_leader:
-        await asyncio.sleep(0.05)
+    await testkit.eventually(lambda: a.is_leader, interval=0.05, what="a leads")
     task_b = asyncio.create_task(b.run(work("b")))
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # b campaigns a few retry periods: nothing changes
     assert not b.is_leader
 
     api_a.partitioned = True
-    while not b.is_leader:
-        await asyncio.sleep(0.05)
+    await testkit.eventually(lambda: b.is_leader, interval=0.05, what="b leads")
     stop_a = next(t for kind, who, t in timeline if kind == "stop" and who == "a")
     start_b = next(t for kind, who, t in timeline if kind == "start" and who == "b")
     assert stop_a < start_b
@@ -84,8 +74,7 @@ async def test_release_on_cancel_empties_holder(
     async with env.client() as api:
         elector = election.LeaderElector(api, _config("solo", lease))
         task = asyncio.create_task(elector.run(lambda: asyncio.Event().wait()))
-        while not elector.is_leader:
-            await asyncio.sleep(0.05)
+        await testkit.eventually(lambda: elector.is_leader, interval=0.05, what="it leads")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
@@ -72,15 +73,17 @@ def _spawn(python: str, env: dict[str, str], kubeconfig: str, lease: str, identi
 
 async def _wait_for(electors: list[Elector], predicate: str, after: float, timeout: float
                     ) -> tuple[Elector, float]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def found() -> tuple[Elector, float] | None:
         for elector in electors:
             for event in elector.events:
                 t = float(event["t"])  # type: ignore[arg-type]
                 if event["event"] == predicate and t > after:
                     return elector, t
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no elector reported {predicate!r} within {timeout}s")
+        return None
+
+    first: tuple[Elector, float] = await testkit.eventually(
+        found, timeout, interval=0.05, what=f"an elector reporting {predicate!r}")
+    return first
 
 
 async def test_three_electors_failover_and_graceful_handover(

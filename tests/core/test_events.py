@@ -356,8 +356,8 @@ async def test_cancelling_run_is_clean(cp: kube.ApiClient, namespace: str,
         busy = asyncio.create_task(recorder.run())
         for i in range(200):
             recorder.record(configmap, "Normal", "Many", f"event {i}")
-        while recorder.pending > 150:  # cancel in the middle of writing
-            await asyncio.sleep(0.001)
+        await testkit.eventually(lambda: recorder.pending <= 150, 30,  # cancel mid-writing
+                                 "some of the 200 written", interval=0.001)
         busy.cancel()
         with pytest.raises(asyncio.CancelledError):
             await busy

@@ -18,6 +18,7 @@ import sys
 import execkit
 import pytest
 
+import testkit
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import config, errors, execplugin
 
@@ -110,8 +111,7 @@ async def test_a_cancelled_caller_leaves_the_run_to_the_others(
     source = config.TokenSource(load(tmp_path, plugin.section(delay=0.5)))
     impatient = asyncio.create_task(source.token())
     patient = asyncio.create_task(source.token())
-    while plugin.runs() == 0:
-        await asyncio.sleep(0.01)
+    await testkit.eventually(plugin.runs, 10, "the plugin runs", interval=0.01)
     impatient.cancel()
     with pytest.raises(asyncio.CancelledError):
         await impatient
@@ -209,10 +209,12 @@ async def test_a_plugin_that_hangs_is_killed(tmp_path: pathlib.Path,
                                              plugin: execkit.Plugin) -> None:
     creds = load(tmp_path, plugin.section(delay=60))
     assert creds.exec_plugin is not None
+    # 2 s: long enough for the plugin (a Python program) to start and say its pid on a
+    # loaded machine, where 0.5 s was not
     creds = dataclasses.replace(creds, exec_plugin=dataclasses.replace(creds.exec_plugin,
-                                                                       timeout=0.5))
+                                                                       timeout=2.0))
     source = config.TokenSource(creds)
-    with pytest.raises(execplugin.ExecPluginError, match=r"did not finish within 0\.5s"):
+    with pytest.raises(execplugin.ExecPluginError, match=r"did not finish within 2s"):
         await source.token()
     [pid] = plugin.pids()
     with pytest.raises(ProcessLookupError):

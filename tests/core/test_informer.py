@@ -99,6 +99,7 @@ class _SleepLog(clocks.Clock):
     ([errors.Gone(410, "Gone", "x"), errors.Gone(410, "Gone", "x"), None],
      ["list", "watch", "list", "watch", "sleep", "list", "watch"]),
 ])
+@testkit.fake_time  # a fake API and a clock that never sleeps: only the loop's clock
 async def test_a_gone_relists_at_once_unless_it_follows_a_gone(
         watches: list[Exception | None], expected: list[str]) -> None:
     api = _Script(watches)
@@ -107,7 +108,7 @@ async def test_a_gone_relists_at_once_unless_it_follows_a_gone(
     task = asyncio.create_task(cache.run())
     try:
         await testkit.eventually(lambda: len(api.calls) >= len(expected), timeout=10, interval=0.05)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # and no more comes
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -14,24 +14,20 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
+import testkit
 from clusterhealth_core.kube import aiohttp_transport, config, errors, resources, transport
 from clusterhealth_core.kube import client as kube
 from clusterhealth_localenv import environment, hung
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 LIBRARY: list[transport.Library] = ["httpx"]
 
 
-@pytest.fixture(autouse=True, params=transport.LIBRARIES)
-def library(request: pytest.FixtureRequest) -> Iterator[transport.Library]:
-    """Every limit holds on both HTTP libraries."""
-    LIBRARY[0] = request.param
-    yield request.param
-    LIBRARY[0] = "httpx"
+library = testkit.each_http_library(LIBRARY)
+"""Every limit holds on both HTTP libraries."""
 
 
 def make_transport(url: str, **caps: int) -> transport.Transport:
@@ -40,25 +36,10 @@ def make_transport(url: str, **caps: int) -> transport.Transport:
     return transport.HttpTransport(url, None, **caps)  # type: ignore[arg-type]
 
 
-@contextlib.asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[str]:
-    srv = await asyncio.start_server(handler, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
-    finally:
-        srv.close()
-        await srv.wait_closed()
-
-
-async def _read_request(reader: asyncio.StreamReader) -> None:
-    while await reader.readline() not in (b"\r\n", b""):
-        pass
-
-
 async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Headers, then a chunked body of one byte every 0.1 s: every read is quick, the
     whole never ends."""
-    await _read_request(reader)
+    await testkit.read_head(reader)
     writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     with contextlib.suppress(ConnectionError, OSError):
         while not reader.at_eof():  # until the client hangs up
@@ -71,7 +52,7 @@ async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 
 async def test_a_deadline_ends_an_answer_that_trickles() -> None:
-    async with server(trickle) as url:
+    async with testkit.loopback_server(trickle) as url:
         http = make_transport(url)
         started = time.monotonic()
         with pytest.raises(transport.DeadlineExceeded, match=r"within 1s"):
@@ -83,12 +64,12 @@ async def test_a_deadline_ends_an_answer_that_trickles() -> None:
 
 async def test_bodies_past_the_cap_are_refused() -> None:
     async def announced(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)  # a Content-Length past the cap: refused before reading
+        await testkit.read_head(reader)  # a Content-Length past the cap: refused before reading
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000)
         await writer.drain()
 
     async def chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)  # no length: counted while read
+        await testkit.read_head(reader)  # no length: counted while read
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in range(10):
             writer.write(b"200\r\n" + b"y" * 512 + b"\r\n")
@@ -96,7 +77,7 @@ async def test_bodies_past_the_cap_are_refused() -> None:
         await writer.drain()
 
     for handler in (announced, chunked):
-        async with server(handler) as url:
+        async with testkit.loopback_server(handler) as url:
             http = make_transport(url, max_response_bytes=4096)
             with pytest.raises(transport.TooLarge, match="larger than 4 KiB") as caught:
                 await http.request("GET", "/")
@@ -109,7 +90,7 @@ async def test_bodies_past_the_cap_are_refused() -> None:
 
 async def test_a_watch_line_past_the_cap_is_refused_and_shorter_ones_pass() -> None:
     async def lines(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
+        await testkit.read_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for piece in (b"a" * 60 + b"\n" + b"b" * 30, b"c" * 34 + b"\n", b"d" * 100 + b"\n"):
             writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
@@ -118,7 +99,7 @@ async def test_a_watch_line_past_the_cap_is_refused_and_shorter_ones_pass() -> N
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
-    async with server(lines) as url:
+    async with testkit.loopback_server(lines) as url:
         http = make_transport(url, max_line_bytes=64)
         seen: list[str] = []
 
@@ -166,7 +147,8 @@ async def test_a_hung_member_holds_its_slots_and_nothing_more(
     api = _member(trickling, request_timeout=30.0, max_in_flight=2, stall_after=0.5)
     holding = [asyncio.create_task(api.get(resources.NAMESPACES, "default")) for _ in range(2)]
     try:
-        await _until(lambda: trickling.requests == 2)
+        await testkit.eventually(lambda: trickling.requests == 2, 20, "both slots taken",
+                                 interval=0.02)
         started = time.monotonic()
         with pytest.raises(errors.Saturated) as caught:
             await api.get(resources.NAMESPACES, "kube-system")
@@ -180,12 +162,6 @@ async def test_a_hung_member_holds_its_slots_and_nothing_more(
     assert "2 requests to it are in flight" in str(caught.value)
     assert "limit: 2 at once" in str(caught.value)
     assert trickling.requests == 2  # the third was never sent
-
-
-async def _until(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
 
 
 # --- the client: what must keep working, on a real API server -------------------------

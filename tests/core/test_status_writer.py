@@ -18,6 +18,7 @@ from typing import Any
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import schema, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
@@ -61,12 +62,13 @@ async def test_kinds(env: Any) -> dict[str, schema.Kind]:
             with contextlib.suppress(errors.Conflict):
                 await api.create(resources.CRDS, crd)
         for resource in (ATOMIC, NOSTATUS, LISTMAP):
-            for _ in range(100):
-                crd = await api.get(resources.CRDS, resource.crd_name)
-                if any(c.get("type") == "Established" and c.get("status") == "True"
-                       for c in (crd.get("status") or {}).get("conditions") or []):
-                    break
-                await asyncio.sleep(0.1)
+            async def established(name: str = resource.crd_name) -> bool:
+                crd = await api.get(resources.CRDS, name)
+                return any(c.get("type") == "Established" and c.get("status") == "True"
+                           for c in (crd.get("status") or {}).get("conditions") or [])
+
+            await testkit.eventually(established, 10, f"CRD {resource.crd_name} established",
+                                     interval=0.1)
         return {r.plural: await schema.discover(api, r) for r in (ATOMIC, NOSTATUS, LISTMAP)}
 
 
@@ -93,8 +95,8 @@ async def test_the_schema_says_how_to_write(test_kinds: dict[str, schema.Kind],
 async def test_atomic_conditions_are_merged_never_replaced(
         test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
     name = f"a-{uuid.uuid4().hex[:6]}"
-    await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
-                             "metadata": {"name": name}})
+    created = await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
+                                       "metadata": {"name": name}})
     kind = test_kinds["atomics"]
     agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
                                 frozenset({"DNSReady"}))
@@ -110,18 +112,20 @@ async def test_atomic_conditions_are_merged_never_replaced(
     versions: list[dict[str, Any]] = []
 
     async def follow() -> None:
-        async for event in cp.watch(ATOMIC, field_selector=f"metadata.name={name}"):
+        async for event in cp.watch(ATOMIC, field_selector=f"metadata.name={name}",
+                                    resource_version=created["metadata"]["resourceVersion"]):
             if event.type == "MODIFIED":
                 versions.append(event.object)
 
-    watcher = asyncio.create_task(follow())
-    await asyncio.sleep(0.3)
+    watcher = asyncio.create_task(follow())  # from the creation on: it misses no write
     await flip(karmada, "Ready", 1)
     await asyncio.gather(flip(agent, "DNSReady", 30), flip(karmada, "Ready", 30))
-    await asyncio.sleep(0.5)
+    final = await cp.get(ATOMIC, name)
+    await testkit.eventually(
+        lambda: versions and versions[-1]["metadata"]["resourceVersion"]
+        == final["metadata"]["resourceVersion"], 10, "the watch sees the last write")
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
-    final = await cp.get(ATOMIC, name)
     assert {c["type"] for c in final["status"]["conditions"]} == {"Ready", "DNSReady"}
     after_first = [v for v in versions if any(
         c["type"] == "DNSReady" for c in (v.get("status") or {}).get("conditions") or [])]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_core import serving
 from clusterhealth_core.kube import aiohttp_transport, transport
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 Make = Callable[[str], transport.Transport]
 
 
@@ -24,40 +23,20 @@ def make(request: pytest.FixtureRequest) -> Make:
     return lambda url: transport.HttpTransport(url, None)
 
 
-@contextlib.asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[int]:
-    srv = await asyncio.start_server(handler, "127.0.0.1", 0)
-    try:
-        yield int(srv.sockets[0].getsockname()[1])
-    finally:
-        srv.close()
-        await srv.wait_closed()
-
-
-async def _read_request(reader: asyncio.StreamReader) -> bytes:
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        line = await reader.readline()
-        if not line:
-            return head
-        head += line
-    return head
-
-
 async def test_chunked_body_and_keep_alive(make: Make) -> None:
     connections = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal connections
         connections += 1
-        while (await _read_request(reader)):
+        while (await testkit.read_head(reader)):
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                          b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
             await writer.drain()
         writer.close()
 
-    async with server(handle) as port:
-        http = make(f"http://127.0.0.1:{port}")
+    async with testkit.loopback_server(handle) as url:
+        http = make(url)
         first = await http.request("GET", "/a")
         second = await http.request("GET", "/b")
         await http.close()
@@ -67,13 +46,13 @@ async def test_chunked_body_and_keep_alive(make: Make) -> None:
 
 async def test_server_closing_idle_connection_is_retried_on_a_new_one(make: Make) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
+        await testkit.read_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         await writer.drain()
         writer.close()  # keep-alive promised, then closed: the next reuse must recover
 
-    async with server(handle) as port:
-        http = make(f"http://127.0.0.1:{port}")
+    async with testkit.loopback_server(handle) as url:
+        http = make(url)
         assert (await http.request("GET", "/")).body == b"ok"
         await asyncio.sleep(0.05)
         assert (await http.request("GET", "/")).body == b"ok"
@@ -82,7 +61,7 @@ async def test_server_closing_idle_connection_is_retried_on_a_new_one(make: Make
 
 async def test_stream_lines_split_across_chunks(make: Make) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
+        await testkit.read_head(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for piece in (b'{"a":', b'1}\n{"b"', b":2}\n"):
             writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
@@ -92,8 +71,8 @@ async def test_stream_lines_split_across_chunks(make: Make) -> None:
         await writer.drain()
         writer.close()
 
-    async with server(handle) as port:
-        http = make(f"http://127.0.0.1:{port}")
+    async with testkit.loopback_server(handle) as url:
+        http = make(url)
         async with http.stream("GET", "/watch", idle_timeout=5) as response:
             lines = [line async for line in response.lines()]
         await http.close()
@@ -101,9 +80,9 @@ async def test_stream_lines_split_across_chunks(make: Make) -> None:
 
 
 async def test_refused_connection_is_a_transport_error(make: Make) -> None:
-    async with server(_read_request_and_close) as port:
+    async with testkit.loopback_server(_read_request_and_close) as url:
         pass  # closed: nothing listens on the port any more
-    http = make(f"http://127.0.0.1:{port}")
+    http = make(url)
     with pytest.raises(transport.TransportError) as caught:
         await http.request("GET", "/")
     await http.close()

@@ -6,10 +6,10 @@ and kwok beside their API server (:mod:`clusterhealth_localenv.workloads`).
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 from typing import Any
 
+import testkit
 from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment, workloads
 
@@ -30,15 +30,18 @@ def deployment(name: str, replicas: int) -> dict[str, Any]:
 
 async def wait_available(env: environment.LocalEnvironment, member: str, name: str,
                          replicas: int, timeout: float = 60) -> dict[str, Any]:
-    async with env.client(member) as api, asyncio.timeout(timeout):
-        while True:
-            obj = await api.get(resources.DEPLOYMENTS, name, namespace=NAMESPACE)
-            status = obj.get("status") or {}
-            if status.get("availableReplicas") == replicas \
-                    and status.get("observedGeneration") == obj["metadata"]["generation"] \
-                    and status.get("replicas") == replicas:
-                return obj
-            await asyncio.sleep(0.2)
+    async def available() -> dict[str, Any] | None:
+        obj: dict[str, Any] = await api.get(resources.DEPLOYMENTS, name, namespace=NAMESPACE)
+        status = obj.get("status") or {}
+        done = (status.get("availableReplicas") == replicas
+                and status.get("observedGeneration") == obj["metadata"]["generation"]
+                and status.get("replicas") == replicas)
+        return obj if done else None
+
+    async with env.client(member) as api:
+        found: dict[str, Any] = await testkit.eventually(
+            available, timeout, f"{member}/{name}: {replicas} available")
+        return found
 
 
 def test_node_object_has_the_capacity_and_the_kwok_annotation() -> None:
@@ -98,13 +101,12 @@ async def test_scaling_and_deleted_pods_are_handled_by_the_members_controllers(
                                label_selector="app=scaled"))["items"]
         victim = pods[0]["metadata"]["name"]
         await api.delete(resources.PODS, victim, namespace=NAMESPACE)
-        async with asyncio.timeout(60):
-            while True:
-                pods = (await api.list(resources.PODS, namespace=NAMESPACE,
-                                       label_selector="app=scaled"))["items"]
-                names = {p["metadata"]["name"] for p in pods
-                         if not p["metadata"].get("deletionTimestamp")}
-                if victim not in names and len(names) == 4:
-                    break
-                await asyncio.sleep(0.2)
+        async def replaced() -> bool:
+            pods = (await api.list(resources.PODS, namespace=NAMESPACE,
+                                   label_selector="app=scaled"))["items"]
+            names = {p["metadata"]["name"] for p in pods
+                     if not p["metadata"].get("deletionTimestamp")}
+            return victim not in names and len(names) == 4
+
+        await testkit.eventually(replaced, 60, "the deleted Pod replaced")
     await wait_available(workload_env, "member2", "scaled", 4)

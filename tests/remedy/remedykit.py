@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import parser
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import conditions, environment, waiting
@@ -58,13 +59,7 @@ class Controller:
     log: pathlib.Path
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        testkit.stop_process(self.proc, sig)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:

@@ -39,12 +39,17 @@ async def cluster(api: kube.ApiClient, name: str) -> dict[str, Any]:
         if _names_object(exc, name):
             raise errors.CliError(f"no Cluster named {name!r} on {server} (list them with "
                                   "kubectl get clusters)", errors.NOT_FOUND) from None
-        raise errors.CliError(
-            f"{server} does not serve {resources.CLUSTERS.api_version} Clusters: not a Karmada "
-            f"or clusterhealth control plane? ({exc.message})", errors.API) from None
+        raise _no_clusters(server, exc) from None
     except kube_errors.Forbidden as exc:
         raise errors.CliError(f"not allowed to read Cluster {name!r}: {exc.message}",
                               errors.API) from None
+
+
+def _no_clusters(server: str, exc: kube_errors.NotFound) -> errors.CliError:
+    """The error when ``server`` has no Cluster API at all (not a control plane of ours)."""
+    return errors.CliError(
+        f"{server} does not serve {resources.CLUSTERS.api_version} Clusters: not a Karmada "
+        f"or clusterhealth control plane? ({exc.message})", errors.API)
 
 
 async def optional_list(api: kube.ApiClient, resource: resources.Resource,
@@ -87,9 +92,7 @@ async def fleet_snapshot(api: kube.ApiClient) -> fleet.Fleet:
     try:
         clusters = (await api.list(resources.CLUSTERS)).get("items") or []
     except kube_errors.NotFound as exc:
-        raise errors.CliError(
-            f"{server} does not serve {resources.CLUSTERS.api_version} Clusters: not a Karmada "
-            f"or clusterhealth control plane? ({exc.message})", errors.API) from None
+        raise _no_clusters(server, exc) from None
     except kube_errors.Forbidden as exc:
         raise errors.CliError(f"not allowed to list Clusters: {exc.message}",
                               errors.API) from None

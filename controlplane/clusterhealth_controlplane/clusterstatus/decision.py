@@ -51,7 +51,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_controlplane import options, quantities, wiretime
+from clusterhealth_controlplane import options, quantities, vocabulary, wiretime
 
 READY = "Ready"
 COMPLETE_API_ENABLEMENTS = "CompleteAPIEnablements"
@@ -237,10 +237,10 @@ def find(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping[str, Any
 def condition(kind: str, wanted: Observation, current: Mapping[str, Any] | None,
               now: datetime.datetime) -> dict[str, Any]:
     """The condition as written: ``lastTransitionTime`` kept while the status is unchanged."""
-    since = current.get("lastTransitionTime") if current is not None \
-        and current.get("status") == wanted.status else None
-    return {"type": kind, "status": wanted.status, "reason": wanted.reason,
-            "message": wanted.message, "lastTransitionTime": since or wiretime.format_time(now)}
+    return vocabulary.keep_transition(
+        {"type": kind, "status": wanted.status, "reason": wanted.reason,
+         "message": wanted.message, "lastTransitionTime": wiretime.format_time(now)},
+        [] if current is None else [current])
 
 
 def api_condition(enablements: Sequence[Mapping[str, Any]], partial: bool) -> Observation:

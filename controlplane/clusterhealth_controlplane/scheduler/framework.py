@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import types
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from clusterhealth_controlplane.scheduler import assignment, spread
 from clusterhealth_core import selection
@@ -277,6 +277,33 @@ class ScorePlugin(Protocol):
     ) -> int:
         """The cluster's score, ``MIN_SCORE``..``MAX_SCORE``."""
         ...
+
+
+class Filter:
+    """What the filter plugins share: a name, and Karmada's "a current target fits" rule.
+
+    A subclass sets ``name`` and writes :meth:`check`. With ``current_targets_fit`` a
+    cluster already in the binding's result passes without being checked, as in Karmada's
+    APIEnablement and TaintToleration: an API removed or a taint added later must not make
+    the scheduler move a workload that runs (evicting is the taint manager's call).
+    """
+
+    name: ClassVar[str]
+    current_targets_fit: ClassVar[bool] = False
+
+    def filter(
+        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
+    ) -> Result:
+        """:data:`FIT` for a current target when ``current_targets_fit``, else :meth:`check`."""
+        if self.current_targets_fit and cluster.name in binding.target_names:
+            return FIT
+        return self.check(placement, binding, cluster)
+
+    def check(
+        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
+    ) -> Result:
+        """Whether ``cluster`` fits; when not, why (each plugin writes its own)."""
+        raise NotImplementedError
 
 
 Plugin = FilterPlugin | ScorePlugin

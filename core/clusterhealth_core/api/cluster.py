@@ -185,19 +185,11 @@ class ClusterStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Cluster(wire.Model):
+class Cluster(meta.Object):
     """cluster.karmada.io/v1alpha1 Cluster (cluster-scoped)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.CLUSTER_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.CLUSTER_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.CLUSTER_KIND, metadata=wire.json("kind", const=groups.CLUSTER_KIND)
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_API_VERSION)
+    kind: str = wire.pinned("kind", groups.CLUSTER_KIND)
     spec: ClusterSpec = dataclasses.field(metadata=wire.json("spec"))
     status: ClusterStatus = dataclasses.field(
         default_factory=ClusterStatus, metadata=wire.json("status")

@@ -245,19 +245,11 @@ class MultiClusterIngressStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultiClusterIngress(wire.Model):
+class MultiClusterIngress(meta.Object):
     """networking.karmada.io/v1alpha1 MultiClusterIngress (namespaced)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.MCI_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.MCI_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.MCI_KIND, metadata=wire.json("kind", const=groups.MCI_KIND)
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.MCI_API_VERSION)
+    kind: str = wire.pinned("kind", groups.MCI_KIND)
     spec: IngressSpec = dataclasses.field(metadata=wire.json("spec"))
     status: MultiClusterIngressStatus = dataclasses.field(
         default_factory=MultiClusterIngressStatus, metadata=wire.json("status")

@@ -117,6 +117,21 @@ class ObjectMeta(wire.Model):
     finalizers: tuple[str, ...] = dataclasses.field(default=(), metadata=wire.json("finalizers"))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Object(wire.Model):
+    """What every top-level kind starts with: Go's embedded ``TypeMeta`` and ``ObjectMeta``.
+
+    A kind subclasses it, pins ``api_version`` and ``kind`` (:func:`wire.pinned`) and adds
+    its ``spec`` and ``status``; the wire keys keep this order.
+    """
+
+    api_version: str = dataclasses.field(metadata=wire.json("apiVersion"))
+    kind: str = dataclasses.field(metadata=wire.json("kind"))
+    metadata: ObjectMeta = dataclasses.field(
+        default_factory=ObjectMeta, metadata=wire.json("metadata")
+    )
+
+
 def find_condition(conditions: Iterable[Condition], type: str) -> Condition | None:
     """The condition of the given ``type``, or None when there is none."""
     for condition in conditions:

@@ -486,20 +486,9 @@ class PropagationPolicyStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PropagationPolicy(wire.Model):
-    """policy.karmada.io/v1alpha1 PropagationPolicy (namespaced: selects in its namespace)."""
+class _Policy(meta.Object):
+    """What a PropagationPolicy and a ClusterPropagationPolicy both are: one spec, one status."""
 
-    api_version: str = dataclasses.field(
-        default=groups.PROPAGATION_POLICY_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.PROPAGATION_POLICY_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.PROPAGATION_POLICY_KIND,
-        metadata=wire.json("kind", const=groups.PROPAGATION_POLICY_KIND),
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
     spec: PropagationSpec = dataclasses.field(metadata=wire.json("spec"))
     status: PropagationPolicyStatus = dataclasses.field(
         default_factory=PropagationPolicyStatus, metadata=wire.json("status")
@@ -507,24 +496,19 @@ class PropagationPolicy(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterPropagationPolicy(wire.Model):
+class PropagationPolicy(_Policy):
+    """policy.karmada.io/v1alpha1 PropagationPolicy (namespaced: selects in its namespace)."""
+
+    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY_API_VERSION)
+    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY_KIND)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterPropagationPolicy(_Policy):
     """policy.karmada.io/v1alpha1 ClusterPropagationPolicy (cluster-scoped: selects anywhere)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.CLUSTER_PROPAGATION_POLICY_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.CLUSTER_PROPAGATION_POLICY_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.CLUSTER_PROPAGATION_POLICY_KIND,
-        metadata=wire.json("kind", const=groups.CLUSTER_PROPAGATION_POLICY_KIND),
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
-    spec: PropagationSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: PropagationPolicyStatus = dataclasses.field(
-        default_factory=PropagationPolicyStatus, metadata=wire.json("status")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY_API_VERSION)
+    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY_KIND)
 
 
 class MatchConditionOperator(enum.StrEnum):
@@ -594,18 +578,9 @@ class ClusterTaintPolicySpec(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterTaintPolicy(wire.Model):
+class ClusterTaintPolicy(meta.Object):
     """policy.karmada.io/v1alpha1 ClusterTaintPolicy (cluster-scoped; no status, as in Karmada)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.CLUSTER_TAINT_POLICY_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.CLUSTER_TAINT_POLICY_KIND,
-        metadata=wire.json("kind", const=groups.CLUSTER_TAINT_POLICY_KIND),
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY_API_VERSION)
+    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY_KIND)
     spec: ClusterTaintPolicySpec = dataclasses.field(metadata=wire.json("spec"))

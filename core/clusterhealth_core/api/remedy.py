@@ -142,19 +142,11 @@ class RemedyStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Remedy(wire.Model):
+class Remedy(meta.Object):
     """remedy.karmada.io/v1alpha1 Remedy (cluster-scoped)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.REMEDY_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.REMEDY_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.REMEDY_KIND, metadata=wire.json("kind", const=groups.REMEDY_KIND)
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.REMEDY_API_VERSION)
+    kind: str = wire.pinned("kind", groups.REMEDY_KIND)
     spec: RemedySpec = dataclasses.field(metadata=wire.json("spec"))
     status: RemedyStatus = dataclasses.field(
         default_factory=RemedyStatus, metadata=wire.json("status")

@@ -112,6 +112,15 @@ def json(
     return meta
 
 
+def pinned(name: str, value: str) -> Any:
+    """A field fixed to ``value`` (``apiVersion``, ``kind``): its default and its ``const``.
+
+    Declared as ``api_version: str = wire.pinned("apiVersion", X)``: the value is
+    written once where it was twice (default and constraint) and could drift.
+    """
+    return dataclasses.field(default=value, metadata=json(name, const=value))
+
+
 class Model:
     """Base of every wire model: ``from_dict`` validates, ``to_dict`` serializes.
 

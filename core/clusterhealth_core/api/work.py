@@ -276,20 +276,9 @@ class ResourceBindingStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ResourceBinding(wire.Model):
-    """work.karmada.io/v1alpha2 ResourceBinding (namespaced, beside its template)."""
+class _Binding(meta.Object):
+    """What a ResourceBinding and a ClusterResourceBinding both are: one spec, one status."""
 
-    api_version: str = dataclasses.field(
-        default=groups.RESOURCE_BINDING_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.RESOURCE_BINDING_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.RESOURCE_BINDING_KIND,
-        metadata=wire.json("kind", const=groups.RESOURCE_BINDING_KIND),
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
     spec: ResourceBindingSpec = dataclasses.field(metadata=wire.json("spec"))
     status: ResourceBindingStatus = dataclasses.field(
         default_factory=ResourceBindingStatus, metadata=wire.json("status")
@@ -297,24 +286,19 @@ class ResourceBinding(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterResourceBinding(wire.Model):
+class ResourceBinding(_Binding):
+    """work.karmada.io/v1alpha2 ResourceBinding (namespaced, beside its template)."""
+
+    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING_API_VERSION)
+    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING_KIND)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClusterResourceBinding(_Binding):
     """work.karmada.io/v1alpha2 ClusterResourceBinding (for cluster-scoped templates)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.CLUSTER_RESOURCE_BINDING_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.CLUSTER_RESOURCE_BINDING_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.CLUSTER_RESOURCE_BINDING_KIND,
-        metadata=wire.json("kind", const=groups.CLUSTER_RESOURCE_BINDING_KIND),
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
-    spec: ResourceBindingSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: ResourceBindingStatus = dataclasses.field(
-        default_factory=ResourceBindingStatus, metadata=wire.json("status")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING_API_VERSION)
+    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING_KIND)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -376,19 +360,11 @@ class WorkStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Work(wire.Model):
+class Work(meta.Object):
     """work.karmada.io/v1alpha1 Work (namespaced, in ``karmada-es-<cluster>``)."""
 
-    api_version: str = dataclasses.field(
-        default=groups.WORK_API_VERSION,
-        metadata=wire.json("apiVersion", const=groups.WORK_API_VERSION),
-    )
-    kind: str = dataclasses.field(
-        default=groups.WORK_KIND, metadata=wire.json("kind", const=groups.WORK_KIND)
-    )
-    metadata: meta.ObjectMeta = dataclasses.field(
-        default_factory=meta.ObjectMeta, metadata=wire.json("metadata")
-    )
+    api_version: str = wire.pinned("apiVersion", groups.WORK_API_VERSION)
+    kind: str = wire.pinned("kind", groups.WORK_KIND)
     spec: WorkSpec = dataclasses.field(metadata=wire.json("spec"))
     status: WorkStatus = dataclasses.field(
         default_factory=WorkStatus, metadata=wire.json("status")

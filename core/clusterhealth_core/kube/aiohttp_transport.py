@@ -72,50 +72,23 @@ def _keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return sock
 
 
-class StreamResponse:
-    """A response whose body is read incrementally, line by line (watch streams)."""
+class StreamResponse(transport.BodyStream):
+    """An aiohttp response whose body is still to be read."""
+
+    _ERRORS = _ERRORS
+    _IDLE = aiohttp.SocketTimeoutError
 
     def __init__(self, response: aiohttp.ClientResponse, target: str, *, max_body: int,
                  max_line: int) -> None:
+        super().__init__(response.status, {k.lower(): v for k, v in response.headers.items()},
+                         target, max_body=max_body, max_line=max_line)
         self._response = response
-        self._target = target
-        self._max_body = max_body
-        self._max_line = max_line
-        self.status = response.status
-        self.headers: Mapping[str, str] = {k.lower(): v for k, v in response.headers.items()}
 
-    async def read_all(self) -> bytes:
-        """The rest of the body (at most the transport's ``max_response_bytes``)."""
-        try:
-            transport.check_length(self.headers, self._max_body, self._target)
-            return await transport.collect(self._response.content.iter_any(), self._max_body,
-                                           self._target)
-        except transport.TransportError:
-            raise
-        except _ERRORS as exc:
-            raise _translate(exc, self._target) from exc
+    def _chunks(self) -> AsyncIterator[bytes]:
+        return self._response.content.iter_any()
 
-    async def lines(self) -> AsyncIterator[str]:
-        """Yield each line of the body; every read is bounded by the stream's idle timeout.
-
-        A line longer than the transport's ``max_line_bytes`` is ``TooLarge``.
-        A body that ends without a final newline yields its last partial line
-        too; callers parsing JSON must expect it to be incomplete.
-        """
-        splitter = transport.LineSplitter(self._max_line, self._target)
-        try:
-            while chunk := await self._response.content.readany():
-                for line in splitter.feed(chunk):
-                    yield line
-        except transport.TransportError:
-            raise
-        except aiohttp.SocketTimeoutError as exc:
-            raise TimeoutError(f"{self._target}: no data for the idle timeout") from exc
-        except _ERRORS as exc:
-            raise _translate(exc, self._target) from exc
-        last = splitter.rest()
-        if last is not None:
-            yield last
+    def _translate(self, exc: BaseException) -> transport.TransportError:
+        return _translate(exc, self._target)
 
 
 class AiohttpTransport:

@@ -34,7 +34,7 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import httpx
 
@@ -231,7 +231,7 @@ _NOT_SENT: tuple[type[Exception], ...] = (
 )
 
 
-def _translate(exc: httpx.HTTPError | ssl.SSLError | OSError, target: str) -> TransportError:
+def _translate(exc: BaseException, target: str) -> TransportError:
     if isinstance(exc, _NOT_SENT):
         return TransportError(f"cannot connect to {target}: {_describe(exc)}", sent=False)
     return TransportError(f"{target}: {_describe(exc)}", sent=True)
@@ -254,27 +254,41 @@ def refused(exc: BaseException) -> bool:
     return False
 
 
-class StreamResponse:
-    """A response whose body is read incrementally, line by line (watch streams)."""
+class BodyStream:
+    """A response whose body is read incrementally, line by line (watch streams).
 
-    def __init__(self, response: httpx.Response, target: str, *, max_body: int,
-                 max_line: int) -> None:
-        self._response = response
+    What both transports share: the body's size and line bounds and how a read fails.
+    A transport's subclass gives its client library's raw chunks (:meth:`_chunks`), the
+    library's errors (``_ERRORS``, turned into :class:`TransportError` by
+    :meth:`_translate`) and its read timeout (``_IDLE``: no data for the idle timeout).
+    """
+
+    _ERRORS: ClassVar[tuple[type[BaseException], ...]]
+    _IDLE: ClassVar[type[BaseException]]
+
+    def __init__(self, status: int, headers: Mapping[str, str], target: str, *,
+                 max_body: int, max_line: int) -> None:
+        self.status = status
+        self.headers = headers
         self._target = target
         self._max_body = max_body
         self._max_line = max_line
-        self.status = response.status_code
-        self.headers: Mapping[str, str] = response.headers
+
+    def _chunks(self) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    def _translate(self, exc: BaseException) -> TransportError:
+        raise NotImplementedError
 
     async def read_all(self) -> bytes:
         """The rest of the body (at most the transport's ``max_response_bytes``)."""
         try:
             check_length(self.headers, self._max_body, self._target)
-            return await collect(self._response.aiter_raw(), self._max_body, self._target)
+            return await collect(self._chunks(), self._max_body, self._target)
         except TransportError:
             raise
-        except (httpx.HTTPError, OSError) as exc:
-            raise _translate(exc, self._target) from exc
+        except self._ERRORS as exc:
+            raise self._translate(exc) from exc
 
     async def lines(self) -> AsyncIterator[str]:
         """Yield each line of the body; every read is bounded by the stream's idle timeout.
@@ -285,18 +299,37 @@ class StreamResponse:
         """
         splitter = LineSplitter(self._max_line, self._target)
         try:
-            async for chunk in self._response.aiter_raw():
+            async for chunk in self._chunks():
                 for line in splitter.feed(chunk):
                     yield line
         except TransportError:
             raise
-        except httpx.ReadTimeout as exc:
+        except self._IDLE as exc:
             raise TimeoutError(f"{self._target}: no data for the idle timeout") from exc
-        except (httpx.HTTPError, OSError) as exc:
-            raise _translate(exc, self._target) from exc
+        except self._ERRORS as exc:
+            raise self._translate(exc) from exc
         last = splitter.rest()
         if last is not None:
             yield last
+
+
+class StreamResponse(BodyStream):
+    """An httpx response whose body is still to be read."""
+
+    _ERRORS = (httpx.HTTPError, OSError)
+    _IDLE = httpx.ReadTimeout
+
+    def __init__(self, response: httpx.Response, target: str, *, max_body: int,
+                 max_line: int) -> None:
+        super().__init__(response.status_code, response.headers, target, max_body=max_body,
+                         max_line=max_line)
+        self._response = response
+
+    def _chunks(self) -> AsyncIterator[bytes]:
+        return self._response.aiter_raw()
+
+    def _translate(self, exc: BaseException) -> TransportError:
+        return _translate(exc, self._target)
 
 
 def split_base_url(base_url: str) -> tuple[str, str]:

@@ -15,23 +15,19 @@ NAME = "APIEnablement"
 """The plugin's name in the registry and in ``--plugins``."""
 
 
-class APIEnablement:
+class APIEnablement(framework.Filter):
     """Filters out new clusters that do not (yet) serve the binding's kind."""
 
-    @property
-    def name(self) -> str:
-        """``APIEnablement``."""
-        return NAME
+    name = NAME
+    current_targets_fit = True
 
-    def filter(
+    def check(
         self,
         placement: framework.PlacementView,
         binding: framework.BindingView,
         cluster: framework.ClusterView,
     ) -> framework.Result:
-        """Fit for current targets, else when the cluster lists the kind."""
-        if cluster.name in binding.target_names:
-            return framework.FIT
+        """Fit when the cluster lists the kind (current targets fit unchecked)."""
         what = f"{binding.kind} ({binding.api_version})"
         if cluster.api_enablements is None:
             return framework.Result(False, f"has not reported its APIs yet, so {what} is unknown")

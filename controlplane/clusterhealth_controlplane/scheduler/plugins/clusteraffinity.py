@@ -13,15 +13,12 @@ NAME = "ClusterAffinity"
 """The plugin's name in the registry and in ``--plugins``."""
 
 
-class ClusterAffinity:
+class ClusterAffinity(framework.Filter):
     """Filters out the clusters the placement's cluster affinity does not select."""
 
-    @property
-    def name(self) -> str:
-        """``ClusterAffinity``."""
-        return NAME
+    name = NAME
 
-    def filter(
+    def check(
         self,
         placement: framework.PlacementView,
         binding: framework.BindingView,

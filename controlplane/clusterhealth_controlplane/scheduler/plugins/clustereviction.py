@@ -12,15 +12,12 @@ NAME = "ClusterEviction"
 """The plugin's name in the registry and in ``--plugins``."""
 
 
-class ClusterEviction:
+class ClusterEviction(framework.Filter):
     """Filters out the clusters the binding is being evicted from."""
 
-    @property
-    def name(self) -> str:
-        """``ClusterEviction``."""
-        return NAME
+    name = NAME
 
-    def filter(
+    def check(
         self,
         placement: framework.PlacementView,
         binding: framework.BindingView,

@@ -16,10 +16,7 @@ NAME = "ClusterLocality"
 class ClusterLocality:
     """Scores the clusters in the binding's current result highest."""
 
-    @property
-    def name(self) -> str:
-        """``ClusterLocality``."""
-        return NAME
+    name = NAME
 
     def score(
         self,

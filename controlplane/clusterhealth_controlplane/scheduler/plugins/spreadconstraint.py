@@ -12,15 +12,12 @@ NAME = "SpreadConstraint"
 """The plugin's name in the registry and in ``--plugins``."""
 
 
-class SpreadConstraint:
+class SpreadConstraint(framework.Filter):
     """Filters out clusters without the provider, region or zone spread by."""
 
-    @property
-    def name(self) -> str:
-        """``SpreadConstraint``."""
-        return NAME
+    name = NAME
 
-    def filter(
+    def check(
         self,
         placement: framework.PlacementView,
         binding: framework.BindingView,

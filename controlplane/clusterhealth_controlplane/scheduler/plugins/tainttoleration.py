@@ -14,23 +14,19 @@ NAME = "TaintToleration"
 """The plugin's name in the registry and in ``--plugins``."""
 
 
-class TaintToleration:
+class TaintToleration(framework.Filter):
     """Filters out new clusters with a taint the placement does not tolerate."""
 
-    @property
-    def name(self) -> str:
-        """``TaintToleration``."""
-        return NAME
+    name = NAME
+    current_targets_fit = True
 
-    def filter(
+    def check(
         self,
         placement: framework.PlacementView,
         binding: framework.BindingView,
         cluster: framework.ClusterView,
     ) -> framework.Result:
-        """Fit for current targets, else when every scheduling taint is tolerated."""
-        if cluster.name in binding.target_names:
-            return framework.FIT
+        """Fit when every scheduling taint is tolerated (current targets fit unchecked)."""
         taint = selectors.untolerated_taint(cluster.taints, placement.tolerations)
         if taint is None:
             return framework.FIT

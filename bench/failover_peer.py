@@ -97,6 +97,11 @@ APP = "web"
 HOST = "web.bench.example"
 POD_PORT = 8080
 POD_GRACE = 30.0
+MEMBER_REQUESTS = 16
+"""Ours' requests to one member at once, raised like Karmada's client limits: at the shipped 2
+(half of --workers), a member answering writes in over 2 s on this shared machine made the
+health probe fail at once ("2 requests to it are in flight"), so a member that was placing
+hundreds of Deployments turned Ready False and lost bindings (issue 22, fleet phase)."""
 HAPROXY_SLOTS = 4
 HAPROXY_SERVERS_PER_SLOT = 8
 
@@ -127,7 +132,7 @@ class Timers:
                 f"--failover-eviction-timeout={self.eviction_timeout}s",
                 f"--graceful-eviction-timeout={self.graceful_eviction_timeout}s",
                 f"--failback-stabilization-window={self.failback_window}s",
-                "--eviction-rate=0"]
+                "--eviction-rate=0", f"--member-concurrent-requests={MEMBER_REQUESTS}"]
 
     def karmada_settings(self) -> karmada.KarmadaSettings:
         limits = ("--kube-api-qps=10000", "--kube-api-burst=10000",
@@ -1100,7 +1105,8 @@ NOTES = [
     "processes, no leader election: --cluster-status-update-frequency=0.5s "
     "--cluster-failure-threshold=2s --cluster-success-threshold=1s "
     "--failover-eviction-timeout=2s --graceful-eviction-timeout=60s "
-    "--failback-stabilization-window=10s --eviction-rate=0 (the probe timeout and the "
+    "--failback-stabilization-window=10s --eviction-rate=0 --member-concurrent-requests=16 "
+    "(the probe timeout and the "
     "storm guard at their defaults: 5 s; 55 %, then 0.1 evictions/s); the policy tolerates "
     "the NoExecute taints 2 s.",
     "Karmada: karmada-controller-manager --controllers=cluster,namespace,binding,"

@@ -40,8 +40,10 @@ Phases (``--phases``):
   1:2 split comes back (the policy opts in to our failback, window 10 s).
 * ``fleet``: 1,000 Deployments (2 replicas, Divided 1:1 over member1 and one
   of member2..member10); member1's node killed: the time until every binding
-  is off member1 and every Deployment runs both replicas Ready elsewhere, the
-  eviction rate; then member1 back: the time until its stale copies are gone.
+  is off member1 (each binding stamped as a watch of the bindings brings the
+  event that shows it off member1, :func:`watching_evictions`) and every
+  Deployment runs both replicas Ready elsewhere, the eviction rate; then
+  member1 back: the time until its stale copies are gone.
 * ``storm``: 100 Deployments Divided equally over 5 members; 3 members killed
   at once (60 % of the fleet): what each chain evicts within 60 s beyond the
   timers and where the replicas are, then again 30 s after the 3 are back.
@@ -704,9 +706,9 @@ async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[st
     A shared informer of the bench namespace's bindings (one list, then a watch);
     ``evicted_at`` gets a binding's name and ``time.monotonic()`` the first time
     an event shows it without member1.  The event yielded is set once ``count`` are
-    stamped (the finish line of both chains).  Listing all bindings again and again instead made
-    the API server's answer late under load (issue 22: 28 timed-out lists in one round),
-    and a late list stamps late.
+    stamped (the finish line of both chains).  Listing all bindings again and again
+    instead made the API server's answer late under load (issue 22: 28 timed-out lists
+    in one round), and a late list stamps late.
     """
     cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE)
     done = asyncio.Event()

@@ -40,8 +40,10 @@ Phases (``--phases``):
   1:2 split comes back (the policy opts in to our failback, window 10 s).
 * ``fleet``: 1,000 Deployments (2 replicas, Divided 1:1 over member1 and one
   of member2..member10); member1's node killed: the time until every binding
-  is off member1 and every Deployment runs both replicas Ready elsewhere, the
-  eviction rate; then member1 back: the time until its stale copies are gone.
+  is off member1 (each binding stamped as a watch of the bindings brings the
+  event that shows it off member1, :func:`watching_evictions`) and every
+  Deployment runs both replicas Ready elsewhere, the eviction rate; then
+  member1 back: the time until its stale copies are gone.
 * ``storm``: 100 Deployments Divided equally over 5 members; 3 members killed
   at once (60 % of the fleet): what each chain evicts within 60 s beyond the
   timers and where the replicas are, then again 30 s after the 3 are back.
@@ -72,7 +74,7 @@ from typing import Any, Protocol
 from bench import report, runtime, takeover
 from clusterhealth_controlplane import options as product_options
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors, informer, resources
 from clusterhealth_localenv import demoview as view
 from clusterhealth_localenv import (
     environment,
@@ -97,6 +99,11 @@ APP = "web"
 HOST = "web.bench.example"
 POD_PORT = 8080
 POD_GRACE = 30.0
+MEMBER_REQUESTS = 16
+"""Ours' requests to one member at once, raised like Karmada's client limits: at the shipped 2
+(half of --workers), a member answering writes in over 2 s on this shared machine made the
+health probe fail at once ("2 requests to it are in flight"), so a member that was placing
+hundreds of Deployments turned Ready False and lost bindings (issue 22, fleet phase)."""
 HAPROXY_SLOTS = 4
 HAPROXY_SERVERS_PER_SLOT = 8
 
@@ -127,7 +134,7 @@ class Timers:
                 f"--failover-eviction-timeout={self.eviction_timeout}s",
                 f"--graceful-eviction-timeout={self.graceful_eviction_timeout}s",
                 f"--failback-stabilization-window={self.failback_window}s",
-                "--eviction-rate=0"]
+                "--eviction-rate=0", f"--member-concurrent-requests={MEMBER_REQUESTS}"]
 
     def karmada_settings(self) -> karmada.KarmadaSettings:
         limits = ("--kube-api-qps=10000", "--kube-api-burst=10000",
@@ -646,21 +653,20 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         takeover.progress(f"{chain.label}: {count} Deployments placed in "
                           f"{time.monotonic() - began:.0f} s")
         await clients["member1"].close()
-        began = time.monotonic()
-        await kill_node(env, "member1")
         evicted_at: dict[str, float] = {}
-
-        async def evicted() -> bool:
-            chain.check()
-            now = time.monotonic() - began
-            for item in await bindings(cp):
-                name = item["metadata"]["name"]
-                if name not in evicted_at and "member1" not in targets(item):
-                    evicted_at[name] = now
-            return len(evicted_at) >= count
         try:
-            await until(evicted, f"{chain.label}: every binding off member1", interval=0.2,
-                        timeout=1800.0)
+            async with watching_evictions(cp, count, evicted_at) as all_seen:
+                began = time.monotonic()
+                await kill_node(env, "member1")
+
+                async def evicted() -> bool:
+                    chain.check()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(1.0):
+                            await all_seen.wait()
+                    return all_seen.is_set()
+                await until(evicted, f"{chain.label}: every binding off member1",
+                            interval=0.0, timeout=1800.0)
 
             async def ready() -> bool:
                 total = 0
@@ -674,7 +680,7 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         finally:
             await restart_node(env, "member1")
         back = time.monotonic()
-        times = sorted(evicted_at.values())
+        times = sorted(at - began for at in evicted_at.values())
         result.first_eviction = times[0]
         result.all_evicted = times[-1]
         result.rate = (count - 1) / (times[-1] - times[0]) if times[-1] > times[0] else float(
@@ -690,6 +696,41 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             await api.close()
     await clean_up(env, cp, FLEET_MEMBERS)
     return result
+
+
+@contextlib.asynccontextmanager
+async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[str, float]
+                             ) -> AsyncIterator[asyncio.Event]:
+    """Stamp each binding (monotonic time) off member1 as its watch event arrives.
+
+    A shared informer of the bench namespace's bindings (one list, then a watch);
+    ``evicted_at`` gets a binding's name and ``time.monotonic()`` the first time
+    an event shows it without member1.  The event yielded is set once ``count`` are
+    stamped (the finish line of both chains).  Listing all bindings again and again
+    instead made the API server's answer late under load (issue 22: 28 timed-out lists
+    in one round), and a late list stamps late.
+    """
+    cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE)
+    done = asyncio.Event()
+
+    def seen(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = str(obj["metadata"]["name"])
+        if event != "DELETED" and name not in evicted_at and "member1" not in targets(obj):
+            evicted_at[name] = time.monotonic()
+        if len(evicted_at) >= count:
+            done.set()
+    cache.add_handler(seen)
+    task = asyncio.create_task(cache.run(), name="bench:bindings")
+    try:
+        await cache.wait_synced()
+        if evicted_at:
+            raise SystemExit("bench.failover_peer: bindings off member1 before the kill: "
+                             f"{sorted(evicted_at)[:5]}")
+        yield done
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def fleet_phase(rounds: int, timers: Timers, logs: pathlib.Path,
@@ -1066,7 +1107,8 @@ NOTES = [
     "processes, no leader election: --cluster-status-update-frequency=0.5s "
     "--cluster-failure-threshold=2s --cluster-success-threshold=1s "
     "--failover-eviction-timeout=2s --graceful-eviction-timeout=60s "
-    "--failback-stabilization-window=10s --eviction-rate=0 (the probe timeout and the "
+    "--failback-stabilization-window=10s --eviction-rate=0 --member-concurrent-requests=16 "
+    "(the probe timeout and the "
     "storm guard at their defaults: 5 s; 55 %, then 0.1 evictions/s); the policy tolerates "
     "the NoExecute taints 2 s.",
     "Karmada: karmada-controller-manager --controllers=cluster,namespace,binding,"

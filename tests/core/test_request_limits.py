@@ -164,6 +164,30 @@ async def test_a_hung_member_holds_its_slots_and_nothing_more(
     assert trickling.requests == 2  # the third was never sent
 
 
+async def test_a_health_check_has_a_slot_of_its_own(trickling: hung.TricklingServer) -> None:
+    """Requests holding every slot neither hold nor refuse a probe; a stuck probe holds the next."""
+    api = _member(trickling, request_timeout=30.0, max_in_flight=2, stall_after=0.5)
+    holding = [asyncio.create_task(api.get(resources.NAMESPACES, "default")) for _ in range(2)]
+    probing: asyncio.Task[object] | None = None
+    try:
+        await testkit.eventually(lambda: trickling.requests == 2, 20, "both slots taken",
+                                 interval=0.02)
+        probing = asyncio.create_task(api.request("GET", "/readyz", probe=True))
+        await testkit.eventually(lambda: trickling.requests == 3, 20, "the probe sent",
+                                 interval=0.02)
+        with pytest.raises(errors.Saturated) as caught:
+            await api.request("GET", "/readyz", probe=True)
+        assert "1 requests to it are in flight" in str(caught.value)
+        assert not probing.done()
+    finally:
+        tasks = [*holding, *([probing] if probing else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await api.close()
+    assert trickling.requests == 3  # the second probe was never sent
+
+
 # --- the client: what must keep working, on a real API server -------------------------
 
 

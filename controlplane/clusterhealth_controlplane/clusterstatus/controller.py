@@ -178,7 +178,7 @@ class ClusterStatusController(builder.Declared):
         for path in ("/readyz", "/healthz"):
             try:
                 await api.request("GET", path, backoff=ONE_ATTEMPT,
-                                  timeout=self.health.probe_timeout)
+                                  timeout=self.health.probe_timeout, probe=True)
             except errors.NotFound:
                 if path == "/readyz":
                     continue  # an API server without /readyz: Karmada falls back too

@@ -24,7 +24,9 @@ What it promises its callers:
   server at once; a request waits for a free slot, unless the requests
   holding them have been stuck for :attr:`Limits.stall_after` seconds
   (:class:`~clusterhealth_core.kube.errors.Saturated`): a hung server holds
-  that many callers, not all of them;
+  that many callers, not all of them; health checks (``probe=True``) have a
+  slot of their own, as the API server's priority and fairness exempts its
+  ``probes`` flow: busy writes never make a member look down;
 * watches end by themselves (``timeoutSeconds``) so that an idle stream is
   bounded, and a broken stream is a typed error the caller resumes from;
   they take no slot and have no overall deadline;
@@ -68,6 +70,9 @@ MAX_RETRY_AFTER = 60.0
 DEFAULT_REQUEST_TIMEOUT = 60.0
 """No call to an API server takes longer (client-go has none by default; Karmada gives its
 member clients 32 s)."""
+PROBE_SLOTS = 1
+"""With ``Limits.max_in_flight``: health checks sent to the server at once, apart from the
+other requests (one probe is due at a time; a stuck one makes the next ``Saturated``)."""
 Object = dict[str, Any]
 Guard = Callable[[], None]
 
@@ -195,6 +200,8 @@ class _Pool:
     make_transport: Callable[[], transport.Transport]
     on_unauthorized: Callable[[], None] | None
     in_flight: InFlight
+    probes: InFlight
+    """The health checks' own slot (``request(probe=True)``)."""
     connections: transport.Transport | None = None
     sealed: str = ""
     """Why the client may no longer be used (a replaced member client); "" while it may."""
@@ -269,7 +276,9 @@ class ApiClient:
                 max_line_bytes=limits.max_watch_line_bytes)
 
         self._pool = _Pool(credentials, config.TokenSource(credentials), make_transport,
-                           on_unauthorized, InFlight(limits.max_in_flight, limits.stall_after))
+                           on_unauthorized, InFlight(limits.max_in_flight, limits.stall_after),
+                           InFlight(None if limits.max_in_flight is None else PROBE_SLOTS,
+                                    limits.stall_after))
         self._guard: Guard | None = guard
         self._owner = True
 
@@ -286,7 +295,7 @@ class ApiClient:
     @property
     def busy(self) -> bool:
         """Whether a request or a watch is in flight through this client's connections."""
-        return self._pool.in_flight.busy
+        return self._pool.in_flight.busy or self._pool.probes.busy
 
     @property
     def closed(self) -> bool:
@@ -363,6 +372,7 @@ class ApiClient:
         backoff: retry.Backoff | None = None,
         timeout: float | None = None,
         idempotent: bool | None = None,
+        probe: bool = False,
     ) -> Any:
         """Send one request, retrying only what is safe, and return the decoded body.
 
@@ -370,7 +380,9 @@ class ApiClient:
         whole call, retries included, is bounded by :attr:`Limits.request_timeout`.
         ``idempotent`` overrides the method's default (GET/PUT/DELETE yes,
         POST/PATCH no) for deciding whether a request that may have reached
-        the server can be sent again.
+        the server can be sent again.  ``probe`` sends a health check through
+        its own slot, so that requests filling :attr:`Limits.max_in_flight`
+        neither delay it nor make it fail as ``Saturated``.
         """
         policy = backoff or self.backoff
         repeatable = method in _IDEMPOTENT_METHODS if idempotent is None else idempotent
@@ -391,7 +403,8 @@ class ApiClient:
         while True:
             delay: float | None = None
             try:
-                return await self._once(method, path, params, data, extra, timeout, until)
+                return await self._once(method, path, params, data, extra, timeout, until,
+                                        self._pool.probes if probe else self._pool.in_flight)
             except errors.Unauthorized as exc:
                 self._unauthorized(exc.token)
                 if refreshed or not self._pool.tokens.refreshable:
@@ -433,9 +446,9 @@ class ApiClient:
         extra: Mapping[str, str],
         timeout: float | None,
         until: float | None,
+        in_flight: InFlight,
     ) -> Any:
         headers, token = await self._headers(extra)
-        in_flight = self._pool.in_flight
         try:
             slot = await in_flight.acquire(until)
         except Stalled as exc:

@@ -139,11 +139,14 @@ async def test_every_replica_programs_its_haproxy_and_only_the_leader_writes(
         assert isinstance(standby.elected.current, controller.MCIController)
         assert not standby.elected.current.writes  # the standby's controller only reads
 
-        obj = await cp.get(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
-        assert controller.FINALIZER in obj["metadata"]["finalizers"]
-        writers = {f["manager"] for f in obj["metadata"].get("managedFields") or []
-                   if f.get("subresource") == "status"}
-        assert writers == {controller.FIELD_MANAGER}
+        async def status_writers() -> set[str]:
+            # the leader programs its load balancer, then reports it in the status
+            obj = await cp.get(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
+            assert controller.FINALIZER in obj["metadata"]["finalizers"]
+            return {f["manager"] for f in obj["metadata"].get("managedFields") or []
+                    if f.get("subresource") == "status"}
+
+        assert await k.eventually(status_writers) == {controller.FIELD_MANAGER}
 
         # a blocked cluster leaves both load balancers; the leader reports it
         await k.set_actions(cp, "member1", ["TrafficControl"])

@@ -181,7 +181,18 @@ async def fail_over(env: environment.LocalEnvironment, cp: kube.ApiClient, names
 
 async def member1_clean(cp: kube.ApiClient) -> bool:
     """member1 Ready again, with none of the not-ready/unreachable taints."""
-    cluster = await cp.get(resources.CLUSTERS, "member1")
+    return await clean(cp, "member1")
+
+
+async def members_clean(cp: kube.ApiClient) -> bool:
+    """member1 and member2 Ready and untainted: what a test that places on both starts from
+    (an earlier test in the session's environment may have left a Cluster unready)."""
+    return await clean(cp, "member1") and await clean(cp, "member2")
+
+
+async def clean(cp: kube.ApiClient, name: str) -> bool:
+    """Cluster ``name`` Ready, with none of the not-ready/unreachable taints."""
+    cluster = await cp.get(resources.CLUSTERS, name)
     return (ready(cluster) == ("True", "ClusterReady")
             and not taint_effects(cluster, NOT_READY)
             and not taint_effects(cluster, UNREACHABLE))

@@ -49,6 +49,8 @@ async def run_demo(env: environment.LocalEnvironment, *, failback: bool) -> None
     namespace = f"failover-{uuid.uuid4().hex[:6]}"
     async with env.client() as cp, cpkit.running_manager(cp, EVERY_CONTROLLER,
                                                          failover=TIMERS) as running:
+        await testkit.eventually(lambda: seedkit.members_clean(cp), timeout=90,
+                                 what="member1 and member2 Ready and untainted")
         await cp.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
         await cp.create(resources.DEPLOYMENTS, cpkit.deployment(name, namespace),
                         namespace=namespace)

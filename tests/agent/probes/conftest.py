@@ -11,6 +11,7 @@ import probeservers
 import prometheus_client
 import pytest
 
+import testkit
 from clusterhealth_localenv import dns as localdns
 
 
@@ -34,23 +35,13 @@ async def dns_server(tmp_path: pathlib.Path) -> AsyncIterator[localdns.DnsServer
         await server.stop_async()
 
 
-async def _read_head(reader: asyncio.StreamReader) -> str:
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        line = await reader.readline()
-        if not line:
-            break
-        head += line
-    return head.decode("latin-1")
-
-
 @pytest.fixture
 async def http_server() -> AsyncIterator[str]:
     """``http://127.0.0.1:<port>``: ``/ok`` 200, ``/created`` 201, ``/fail`` 500, else 404."""
     statuses = {"/ok": (200, b"ok"), "/created": (201, b""), "/fail": (500, b"backend down")}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await _read_head(reader)
+        head = (await testkit.read_head(reader)).decode("latin-1")
         parts = head.split(" ")
         path = parts[1] if len(parts) > 1 else "/"
         status, body = statuses.get(path.split("?")[0], (404, b"not found"))

@@ -180,6 +180,8 @@ class Watch:
     map: MapFunc
     predicates: tuple[Predicate, ...] = ()
     observe: Observer | None = None
+    delay: float = 0.0
+    """Seconds the requests wait in the queue (coalescing a burst of changes)."""
 
     def requests(self, event: Event) -> Iterable[Request]:
         """The requests one event makes (none when a predicate drops it)."""
@@ -205,8 +207,8 @@ class Controller:
         self._on_terminal = on_terminal
         self.starting = starting
         self.resync_period = starting.resync
-        self.writers: dict[str, status.StatusWriter] = {}
-        """The declared status writers by resource plural, made in :meth:`run`."""
+        self.writers: dict[tuple[str, str], status.StatusWriter] = {}
+        """The declared status writers by (resource plural, field manager), made in :meth:`run`."""
         self.informers: list[informer.Informer] = []
         for cache in [w.informer for w in watches] + also_synced:
             if not any(cache is known for known in self.informers):
@@ -221,7 +223,10 @@ class Controller:
     def _handler(self, watch: Watch) -> informer.Handler:
         def handle(event: str, obj: informer.Object, old: informer.Object | None) -> None:
             for request in watch.requests(Event(event, obj, old)):
-                self.runtime.enqueue(request.key)
+                if watch.delay:
+                    self.runtime.enqueue_after(request.key, watch.delay)
+                else:
+                    self.runtime.enqueue(request.key)
         return handle
 
     async def _by_key(self, key: str) -> reconcile.Result | None:
@@ -251,9 +256,16 @@ class Controller:
         """Whether every declared informer has loaded."""
         return all(cache.synced for cache in self.informers)
 
-    def writer(self, resource: resources.Resource) -> status.StatusWriter | None:
-        """The declared status writer of ``resource`` (None until :meth:`run` made it)."""
-        return self.writers.get(resource.plural)
+    def writer(self, resource: resources.Resource,
+               field_manager: str | None = None) -> status.StatusWriter:
+        """The declared status writer of ``resource`` (of ``field_manager``, where several).
+
+        Made by :meth:`run` before any reconcile; asked earlier, a RuntimeError.
+        """
+        for (plural, manager), found in self.writers.items():
+            if plural == resource.plural and field_manager in (None, manager):
+                return found
+        raise RuntimeError(f"{self.name}: no status writer of {resource.plural} made yet")
 
     def _resync_keys(self) -> Iterable[str]:
         if self.starting.resync_requests is not None:
@@ -283,7 +295,8 @@ class Controller:
         workers once ``start_after`` returned, the resync beside them.
         """
         for declared in self.starting.statuses:
-            self.writers[declared.resource.plural] = await self.term.status_writer(
+            key = (declared.resource.plural, declared.field_manager)
+            self.writers[key] = await self.term.status_writer(
                 declared.resource, declared.field_manager, declared.fields,
                 declared.condition_types)
         await self.wait_synced()
@@ -317,9 +330,9 @@ class Builder:
         return source
 
     def for_(self, source: resources.Resource | informer.Informer, *predicates: Predicate,
-             observe: Observer | None = None) -> Builder:
+             observe: Observer | None = None, delay: float = 0.0) -> Builder:
         """The kind this controller reconciles: each of its objects is a request."""
-        return self.watches(source, to_self, *predicates, observe=observe)
+        return self.watches(source, to_self, *predicates, observe=observe, delay=delay)
 
     def owns(self, source: resources.Resource | informer.Informer,
              owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
@@ -331,9 +344,13 @@ class Builder:
         return self.watches(source, to_owner, *predicates, observe=observe)
 
     def watches(self, source: resources.Resource | informer.Informer, map_fn: MapFunc,
-                *predicates: Predicate, observe: Observer | None = None) -> Builder:
-        """Any other kind: ``map_fn(event)`` says which requests a change makes."""
-        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe))
+                *predicates: Predicate, observe: Observer | None = None,
+                delay: float = 0.0) -> Builder:
+        """Any other kind: ``map_fn(event)`` says which requests a change makes.
+
+        ``delay``: the requests wait that long in the queue (the earliest wins).
+        """
+        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe, delay))
         return self
 
     def uses(self, source: resources.Resource | informer.Informer) -> Builder:

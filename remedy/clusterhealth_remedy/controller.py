@@ -228,13 +228,13 @@ class RemedyController(builder.Declared):
         self.controllers = (self.cluster_controller, self.remedy_controller)
 
     @property
-    def cluster_writer(self) -> statuses.StatusWriter | None:
+    def cluster_writer(self) -> statuses.StatusWriter:
         """How Cluster statuses are written (made before the workers start)."""
         return self.cluster_controller.writer(resources.CLUSTERS)
 
     @property
-    def remedy_writer(self) -> statuses.StatusWriter | None:
-        """How Remedy statuses are written (None until made)."""
+    def remedy_writer(self) -> statuses.StatusWriter:
+        """How Remedy statuses are written (made before the workers start)."""
         return self.remedy_controller.writer(resources.REMEDIES)
 
     async def run(self) -> None:
@@ -331,7 +331,6 @@ class RemedyController(builder.Declared):
             return None
         result = self.remedy_index.decide(name, condition_statuses(obj))
         self.metrics.evaluations.inc()
-        assert self.cluster_writer is not None  # made by run() before any reconcile
         desired = self.cluster_writer.supported(decision.status_patch(result))
         before = sources_of(obj)
         if self.cluster_writer.supported(owned_status(obj)) != desired:
@@ -368,7 +367,6 @@ class RemedyController(builder.Declared):
         name = str(obj["metadata"]["name"])
         log.info("cluster %s: remedy fields owned by %s; writing the computed value over them",
                  name, ", ".join(others))
-        assert self.cluster_writer is not None
         await self.cluster_writer.merge(name, desired,
                                         resource_version=obj["metadata"]["resourceVersion"])
 
@@ -403,7 +401,7 @@ class RemedyController(builder.Declared):
             return await self._report_invalid(name, obj, self.invalid[name])
         parsed = self.remedy_index.get(name)
         writer = self.remedy_writer
-        if obj is None or parsed is None or writer is None or not writer.writable:
+        if obj is None or parsed is None or not writer.writable:
             self._status_due.pop(name, None)
             return None  # no Remedy status on this server (said once at start)
         if len(self.cluster_controller.queue):
@@ -447,7 +445,7 @@ class RemedyController(builder.Declared):
                                  meta.bound_message(message))
             self._warned[name] = problem
         writer = self.remedy_writer
-        if writer is None or not writer.writable:
+        if not writer.writable:
             return None  # Karmada's Remedy has no status: the Event says it
         generation = (obj.get("metadata") or {}).get("generation") or None
         now = self.clock.now().replace(microsecond=0)

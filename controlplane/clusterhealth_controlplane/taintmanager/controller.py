@@ -349,7 +349,7 @@ class TaintManager(builder.Declared):
     async def _write_guard_condition(self, name: str) -> None:
         obj = self.clusters.store.get(name)
         writer = self.controller.writer(resources.CLUSTERS)
-        if obj is None or writer is None or not writer.writable:
+        if obj is None or not writer.writable:
             return
         found = decision.guard_condition(obj, self.guard, self.options.secondary_rate)
         if found is None:

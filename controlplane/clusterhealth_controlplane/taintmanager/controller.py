@@ -180,12 +180,12 @@ class TaintManager(builder.Declared):
         before = self.guard
         self.guard = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
         if self.guard != before:
-            self._guard_changed(before)
+            found.extend(self._guard_changed(before))
         elif event != "DELETED" and (taints != decision.no_execute_taints(old)):
             found.append(builder.Request("", name, CLUSTER_KIND))  # tainted while held, or not
         return found
 
-    def _guard_changed(self, before: decision.Guard) -> None:
+    def _guard_changed(self, before: decision.Guard) -> list[builder.Request]:
         self._set_guard_metrics()
         if self.guard.held != before.held:
             if self._resume is not None:
@@ -206,13 +206,17 @@ class TaintManager(builder.Declared):
                             decision.guard_message(self.guard, self.options.secondary_rate),
                             self.settle)
         if not self.synced:
-            return  # the initial list: every Cluster is looked at once it is loaded
-        self._queue_guard_conditions()
+            return []  # the initial list: every Cluster is looked at once it is loaded
+        return self._guard_conditions()
+
+    def _guard_conditions(self) -> list[builder.Request]:
+        return [builder.Request("", name, CLUSTER_KIND)
+                for name, obj in self.clusters.store.items()
+                if decision.no_execute_taints(obj) or _shows_guard(obj)]
 
     def _queue_guard_conditions(self) -> None:
-        for name, obj in self.clusters.store.items():
-            if decision.no_execute_taints(obj) or _shows_guard(obj):
-                self.controller.enqueue(builder.Request("", name, CLUSTER_KIND))
+        for request in self._guard_conditions():
+            self.controller.enqueue(request)
 
     def _set_guard_metrics(self) -> None:
         self.metrics.storm_guard.set(1 if self.guard.held else 0)

@@ -37,7 +37,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, metrics, options
+from clusterhealth_controlplane import manager, options
 from clusterhealth_controlplane.clusterstatus import decision
 from clusterhealth_core import builder, members, reconcile, retry
 from clusterhealth_core.kube import client as kube
@@ -69,14 +69,13 @@ class _MemberCaches:
     pods: informer.Informer
 
 
-class ClusterStatusController(builder.Declared):
+class ClusterStatusController(manager.Controller):
     """Probes every member and writes its Ready condition and summaries."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
         self.health: options.ClusterHealth = context.options.health
-        self.metrics: metrics.FailoverMetrics = context.metrics
         self.pool: members.MemberClients = context.members
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.leases = term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,

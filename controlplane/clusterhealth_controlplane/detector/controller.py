@@ -84,13 +84,12 @@ def _templates(api_version: str, kind: str) -> builder.MapFunc:
     return lambda event: (template_request(api_version, kind, event.obj),)
 
 
-class Detector(builder.Declared):
+class Detector(manager.Controller):
     """Templates -> claims and bindings, for every kind a policy selects."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.discovery = context.discovery
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)

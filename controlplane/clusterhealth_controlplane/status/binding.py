@@ -39,13 +39,12 @@ STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
 """The binding status fields this controller owns (its condition: ``FullyApplied``)."""
 
 
-class BindingStatusController(builder.Declared):
+class BindingStatusController(manager.Controller):
     """Works -> binding status -> template status."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.discovery = context.discovery
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)

@@ -105,21 +105,18 @@ class Pacer:
                     await changed.wait()
 
 
-class TaintManager(builder.Declared):
+class TaintManager(manager.Controller):
     """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
-        self.clock = term.clock
         self.options = context.options.eviction
         self.settle = decision.resume_delay(context.options.health.success_threshold,
                                             context.options.health.update_frequency)
         """After the storm guard lifts, evictions wait this long: the other clusters of the
         storm are most likely recovering too, and report Ready within it."""
         self._resume: asyncio.TimerHandle | None = None
-        self.metrics = context.metrics
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)

@@ -118,9 +118,10 @@ class Detector(manager.Controller):
             .complete(self.reconcile_kind))
         self.policy_status = (
             builder.Builder(f"{CONTROLLER}-policies", term, workers=1)
-            .for_(self.policies, builder.not_deleted, builder.SPEC, delay=POLICY_STATUS_DELAY)
-            .for_(self.cluster_policies, builder.not_deleted, builder.SPEC,
-                  delay=POLICY_STATUS_DELAY)
+            .watches(self.policies, _itself, builder.not_deleted, builder.SPEC,
+                     delay=POLICY_STATUS_DELAY)
+            .watches(self.cluster_policies, _itself, builder.not_deleted, builder.SPEC,
+                     delay=POLICY_STATUS_DELAY)
             .status(resources.PROPAGATION_POLICIES, FIELD_MANAGER, frozenset({"conditions"}),
                     frozenset({decision.CONDITION_SELECTED}))
             .status(resources.CLUSTER_PROPAGATION_POLICIES, FIELD_MANAGER,
@@ -361,6 +362,11 @@ def _policy_request(obj: Mapping[str, Any]) -> builder.Request:
     """A policy's request: kind PP (namespaced) or CPP."""
     found = builder.Request.of(obj)
     return dataclasses.replace(found, kind=decision.PP if found.namespace else decision.CPP)
+
+
+def _itself(event: builder.Event) -> list[builder.Request]:
+    """A policy's own request (its kind told)."""
+    return [_policy_request(event.obj)]
 
 
 def _selected(event: builder.Event) -> list[builder.Request]:

@@ -212,7 +212,7 @@ class RemedyController(builder.Declared):
             .status(resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
             .on_start(self._start_first_pass)
             .resync(settings.resync_period)
-            .on_terminal(self._cluster_terminal)
+            .on_terminal(self._warn_on(resources.CLUSTERS, self.clusters))
             .complete(self.reconcile_cluster))
         self.remedy_controller = (
             builder.Builder(REMEDY_CONTROLLER, term, workers=1)
@@ -223,7 +223,7 @@ class RemedyController(builder.Declared):
                     frozenset(CONDITION_TYPES))
             .start_after(self._first_pass_over)
             .resync(settings.resync_period, lambda: map(_request, self.remedy_index.remedies))
-            .on_terminal(self._remedy_terminal)
+            .on_terminal(self._warn_on(resources.REMEDIES, self.remedies))
             .complete(self.reconcile_remedy))
         self.controllers = (self.cluster_controller, self.remedy_controller)
 
@@ -485,19 +485,15 @@ class RemedyController(builder.Declared):
             REASON_STATUS_REJECTED,
             f"the API server rejected the status the remedy controller wrote: {exc.message}")
 
-    async def _cluster_terminal(self, request: builder.Request,
-                                exc: reconcile.TerminalError) -> None:
-        obj = self.clusters.store.get(request.name)
-        if obj is not None:
-            self.recorder.record(_reference(resources.CLUSTERS, obj), "Warning", exc.reason,
-                                 exc.message)
-
-    async def _remedy_terminal(self, request: builder.Request,
-                               exc: reconcile.TerminalError) -> None:
-        obj = self.remedies.store.get(request.name)
-        if obj is not None:
-            self.recorder.record(_reference(resources.REMEDIES, obj), "Warning", exc.reason,
-                                 exc.message)
+    def _warn_on(self, resource: resources.Resource,
+                 cache: informer.Informer) -> builder.OnTerminal:
+        """The ``on_terminal`` hook of a kind: a Warning Event on the object."""
+        async def warn(request: builder.Request, exc: reconcile.TerminalError) -> None:
+            obj = cache.store.get(request.name)
+            if obj is not None:
+                self.recorder.record(_reference(resource, obj), "Warning", exc.reason,
+                                     exc.message)
+        return warn
 
     # --- the first pass of a term -------------------------------------------------
 

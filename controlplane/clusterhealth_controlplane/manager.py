@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from clusterhealth_controlplane import memberobjects, metrics, options
-from clusterhealth_core import members, runner
+from clusterhealth_core import builder, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, informer, resources
 
@@ -109,6 +109,20 @@ class Entry:
     name: str
     summary: str
     make: Factory
+
+
+class Controller(builder.Declared):
+    """A controller of the manager: the term's client, clock and recorder, and the metrics.
+
+    What every controller took from its :class:`Context` first; the rest it declares.
+    """
+
+    def __init__(self, context: Context) -> None:
+        self.term = context.term
+        self.api = context.term.api
+        self.clock = context.term.clock
+        self.recorder = context.term.recorder
+        self.metrics = context.metrics
 
 
 class Manager:

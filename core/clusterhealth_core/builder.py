@@ -14,9 +14,10 @@ workers.  Here a controller says instead::
 
 and keeps its ``reconcile(request) -> Result`` and its decision.
 
-* A :class:`Request` is a typed object reference (namespace and name), not a
-  string in each controller's own format; the queue keys it by
-  ``namespace/name`` (or ``name``), as ``informer.key_of``.
+* A :class:`Request` is a typed object reference (namespace and name, and a
+  kind where one queue serves several), not a string in each controller's
+  own format; the queue keys it by ``namespace/name`` (or ``name``), as
+  ``informer.key_of``, behind ``kind|`` when it has a kind.
 * ``for_`` enqueues the object itself, ``owns`` the owner a function names
   (Works name their binding in labels, not in ``ownerReferences``), and
   ``watches`` whatever a map function returns.
@@ -26,10 +27,21 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   :data:`not_modified` keeps only additions and deletions.
 * An ``observe`` function sees every event of a watch, predicates aside
   (indexes and gauges that must follow each version).
-* ``resync(period)``: every object of the ``for_`` kind is queued again each
-  period -- one place, not a sleep loop per controller.
+* ``resync(period)``: every object of the ``for_`` kind (or what a function
+  names) is queued again each period -- one place, not a sleep loop per
+  controller.
+* ``status(resource, manager, fields)``: a status writer made once before the
+  workers start (the server's schema decides how it writes), found with
+  :meth:`Controller.writer`.
+* ``on_start(hook)`` runs once every cache has loaded, before the workers
+  (what the first pass queues); ``start_after(wait)`` holds the workers until
+  ``wait()`` returns (a status that needs another queue's first pass).
+* ``channel()``: a queue fed only by :meth:`Controller.enqueue` calls (from
+  another reconcile), controller-runtime's ``source.Channel``.
 * The built :class:`Controller` is synced when every declared informer is,
-  and runs the workers once they have all loaded.
+  and runs the workers once they have all loaded.  A class built of several
+  controllers (one per kind, as controller-runtime has it) lists them in
+  :attr:`Declared.controllers` and runs them together.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from clusterhealth_core import reconcile, runner
+from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.kube import informer, resources
 
 ADDED = "ADDED"
@@ -49,27 +61,33 @@ DELETED = "DELETED"
 
 @dataclasses.dataclass(frozen=True, order=True)
 class Request:
-    """What one reconcile is about: an object's namespace ("" when cluster-scoped) and name."""
+    """What one reconcile is about: an object's namespace ("" when cluster-scoped) and name.
+
+    ``kind`` tells apart the kinds one queue serves ("" where it serves one).
+    """
 
     namespace: str
     name: str
+    kind: str = ""
 
     @property
     def key(self) -> str:
-        """``namespace/name``, or ``name`` for a cluster-scoped object (the queue's key)."""
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        """``[kind|]namespace/name``, or ``[kind|]name`` when cluster-scoped (the queue's key)."""
+        key = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind}|{key}" if self.kind else key
 
     @classmethod
     def parse(cls, key: str) -> Request:
-        """The request a queue key stands for (names never contain ``/``)."""
-        namespace, _, name = key.rpartition("/")
-        return cls(namespace, name)
+        """The request a queue key stands for (names never contain ``/`` nor ``|``)."""
+        kind, _, rest = key.rpartition("|")
+        namespace, _, name = rest.rpartition("/")
+        return cls(namespace, name, kind)
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> Request:
+    def of(cls, obj: Mapping[str, Any], kind: str = "") -> Request:
         """The request for an object."""
         meta = obj.get("metadata") or {}
-        return cls(str(meta.get("namespace") or ""), str(meta["name"]))
+        return cls(str(meta.get("namespace") or ""), str(meta["name"]), kind)
 
     def __str__(self) -> str:
         return self.key
@@ -89,6 +107,8 @@ MapFunc = Callable[[Event], Iterable[Request]]
 Observer = Callable[[Event], object]
 """Sees every event of a watch, whatever its predicates say; what it returns is ignored."""
 Reconcile = Callable[[Request], Awaitable[reconcile.Result | None]]
+Hook = Callable[[], object]
+Wait = Callable[[], Awaitable[object]]
 OnTerminal = Callable[[Request, reconcile.TerminalError], Awaitable[None]]
 View = Callable[[informer.Object], Any]
 
@@ -132,6 +152,27 @@ def to_self(event: Event) -> Iterable[Request]:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatusDeclaration:
+    """A status writer to make before the workers start (``runner.Term.status_writer``)."""
+
+    resource: resources.Resource
+    field_manager: str
+    fields: frozenset[str]
+    condition_types: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class Starting:
+    """What a controller does between its caches loading and its workers starting."""
+
+    resync: float | None = None
+    resync_requests: Callable[[], Iterable[Request]] | None = None
+    statuses: tuple[StatusDeclaration, ...] = ()
+    on_start: tuple[Hook, ...] = ()
+    start_after: Wait | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Watch:
     """One declared source of requests."""
 
@@ -139,6 +180,8 @@ class Watch:
     map: MapFunc
     predicates: tuple[Predicate, ...] = ()
     observe: Observer | None = None
+    delay: float = 0.0
+    """Seconds the requests wait in the queue (coalescing a burst of changes)."""
 
     def requests(self, event: Event) -> Iterable[Request]:
         """The requests one event makes (none when a predicate drops it)."""
@@ -154,14 +197,18 @@ class Controller:
 
     def __init__(self, name: str, term: runner.Term, watches: list[Watch],
                  reconciler: Reconcile, *, settings: reconcile.ControllerSettings,
-                 on_terminal: OnTerminal | None, resync: float | None,
+                 on_terminal: OnTerminal | None, starting: Starting,
                  also_synced: list[informer.Informer]) -> None:
         self.name = name
         self.watches = watches
+        self.term = term
         self.clock = term.clock
         self._reconcile = reconciler
         self._on_terminal = on_terminal
-        self.resync_period = resync
+        self.starting = starting
+        self.resync_period = starting.resync
+        self.writers: dict[tuple[str, str], status.StatusWriter] = {}
+        """The declared status writers by (resource plural, field manager), made in :meth:`run`."""
         self.informers: list[informer.Informer] = []
         for cache in [w.informer for w in watches] + also_synced:
             if not any(cache is known for known in self.informers):
@@ -176,7 +223,10 @@ class Controller:
     def _handler(self, watch: Watch) -> informer.Handler:
         def handle(event: str, obj: informer.Object, old: informer.Object | None) -> None:
             for request in watch.requests(Event(event, obj, old)):
-                self.runtime.enqueue(request.key)
+                if watch.delay:
+                    self.runtime.enqueue_after(request.key, watch.delay)
+                else:
+                    self.runtime.enqueue(request.key)
         return handle
 
     async def _by_key(self, key: str) -> reconcile.Result | None:
@@ -206,12 +256,32 @@ class Controller:
         """Whether every declared informer has loaded."""
         return all(cache.synced for cache in self.informers)
 
+    def writer(self, resource: resources.Resource,
+               field_manager: str | None = None) -> status.StatusWriter:
+        """The declared status writer of ``resource`` (of ``field_manager``, where several).
+
+        Made by :meth:`run` before any reconcile; asked earlier, a RuntimeError.
+        """
+        for (plural, manager), found in self.writers.items():
+            if plural == resource.plural and field_manager in (None, manager):
+                return found
+        raise RuntimeError(f"{self.name}: no status writer of {resource.plural} made yet")
+
+    def _resync_keys(self) -> Iterable[str]:
+        if self.starting.resync_requests is not None:
+            return [r.key for r in self.starting.resync_requests()]
+        return list(self.watches[0].informer.store) if self.watches else []
+
     async def _resync(self, period: float) -> None:
-        primary = self.watches[0].informer
         while True:
             await self.clock.sleep(period)
-            for key in list(primary.store):
+            for key in self._resync_keys():
                 self.runtime.enqueue(key)
+
+    async def _workers(self) -> None:
+        if self.starting.start_after is not None:
+            await self.starting.start_after()
+        await self.runtime.run()
 
     async def wait_synced(self) -> None:
         """Wait until every declared informer has loaded."""
@@ -219,14 +289,25 @@ class Controller:
             await cache.wait_synced()
 
     async def run(self) -> None:
-        """Wait for every declared informer, then reconcile until cancelled."""
+        """Make the status writers, wait for every declared informer, start, reconcile.
+
+        Until cancelled: the ``on_start`` hooks run once the caches have loaded, the
+        workers once ``start_after`` returned, the resync beside them.
+        """
+        for declared in self.starting.statuses:
+            key = (declared.resource.plural, declared.field_manager)
+            self.writers[key] = await self.term.status_writer(
+                declared.resource, declared.field_manager, declared.fields,
+                declared.condition_types)
         await self.wait_synced()
+        for hook in self.starting.on_start:
+            hook()
         if self.resync_period is None:
-            await self.runtime.run()
+            await self._workers()
             return
         async with asyncio.TaskGroup() as group:
             group.create_task(self._resync(self.resync_period), name=f"{self.name}-resync")
-            group.create_task(self.runtime.run(), name=f"{self.name}-workers")
+            group.create_task(self._workers(), name=f"{self.name}-workers")
 
 
 class Builder:
@@ -239,7 +320,8 @@ class Builder:
         self.settings = settings or reconcile.ControllerSettings(workers=workers)
         self._watches: list[Watch] = []
         self._also: list[informer.Informer] = []
-        self._resync: float | None = None
+        self._starting = Starting()
+        self._channel = False
         self._on_terminal: OnTerminal | None = None
 
     def _informer(self, source: resources.Resource | informer.Informer) -> informer.Informer:
@@ -248,9 +330,9 @@ class Builder:
         return source
 
     def for_(self, source: resources.Resource | informer.Informer, *predicates: Predicate,
-             observe: Observer | None = None) -> Builder:
+             observe: Observer | None = None, delay: float = 0.0) -> Builder:
         """The kind this controller reconciles: each of its objects is a request."""
-        return self.watches(source, to_self, *predicates, observe=observe)
+        return self.watches(source, to_self, *predicates, observe=observe, delay=delay)
 
     def owns(self, source: resources.Resource | informer.Informer,
              owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
@@ -262,9 +344,13 @@ class Builder:
         return self.watches(source, to_owner, *predicates, observe=observe)
 
     def watches(self, source: resources.Resource | informer.Informer, map_fn: MapFunc,
-                *predicates: Predicate, observe: Observer | None = None) -> Builder:
-        """Any other kind: ``map_fn(event)`` says which requests a change makes."""
-        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe))
+                *predicates: Predicate, observe: Observer | None = None,
+                delay: float = 0.0) -> Builder:
+        """Any other kind: ``map_fn(event)`` says which requests a change makes.
+
+        ``delay``: the requests wait that long in the queue (the earliest wins).
+        """
+        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe, delay))
         return self
 
     def uses(self, source: resources.Resource | informer.Informer) -> Builder:
@@ -272,9 +358,35 @@ class Builder:
         self._also.append(self._informer(source))
         return self
 
-    def resync(self, period: float) -> Builder:
-        """Queue every object of the ``for_`` kind again each ``period`` seconds."""
-        self._resync = period
+    def resync(self, period: float,
+               requests: Callable[[], Iterable[Request]] | None = None) -> Builder:
+        """Queue every object of the ``for_`` kind (or ``requests()``) again each ``period``."""
+        self._starting = dataclasses.replace(self._starting, resync=period,
+                                             resync_requests=requests)
+        return self
+
+    def status(self, resource: resources.Resource, field_manager: str, fields: frozenset[str],
+               condition_types: frozenset[str] = frozenset()) -> Builder:
+        """A status writer of ``resource``, made before the workers start."""
+        declared = StatusDeclaration(resource, field_manager, fields, condition_types)
+        self._starting = dataclasses.replace(
+            self._starting, statuses=(*self._starting.statuses, declared))
+        return self
+
+    def on_start(self, hook: Hook) -> Builder:
+        """Call ``hook()`` once the caches have loaded, before the workers start."""
+        self._starting = dataclasses.replace(
+            self._starting, on_start=(*self._starting.on_start, hook))
+        return self
+
+    def start_after(self, wait: Wait) -> Builder:
+        """Start the workers only once ``await wait()`` returned."""
+        self._starting = dataclasses.replace(self._starting, start_after=wait)
+        return self
+
+    def channel(self) -> Builder:
+        """Requests come from :meth:`Controller.enqueue` alone (``source.Channel``)."""
+        self._channel = True
         return self
 
     def on_terminal(self, hook: OnTerminal) -> Builder:
@@ -284,23 +396,37 @@ class Builder:
 
     def complete(self, reconciler: Reconcile) -> Controller:
         """The controller, its handlers registered on the informers."""
-        if not self._watches:
+        if not self._watches and not self._channel:
             raise ValueError(f"controller {self.name} watches nothing: declare for_() first")
         return Controller(self.name, self.term, list(self._watches), reconciler,
                           settings=self.settings, on_terminal=self._on_terminal,
-                          resync=self._resync, also_synced=list(self._also))
+                          starting=self._starting, also_synced=list(self._also))
 
 
 class Declared:
-    """A controller class whose wiring is a :class:`Controller` in ``self.controller``."""
+    """A controller class whose wiring is a :class:`Controller` in ``self.controller``.
+
+    Or several (one per kind, or a queue another one feeds) in ``self.controllers``,
+    run together.
+    """
 
     controller: Controller
+    controllers: tuple[Controller, ...] = ()
+
+    def _declared(self) -> tuple[Controller, ...]:
+        return self.controllers or (self.controller,)
 
     @property
     def synced(self) -> bool:
         """Whether the declared caches have loaded."""
-        return self.controller.synced
+        return all(c.synced for c in self._declared())
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
-        await self.controller.run()
+        declared = self._declared()
+        if len(declared) == 1:
+            await declared[0].run()
+            return
+        async with asyncio.TaskGroup() as group:
+            for controller in declared:
+                group.create_task(controller.run(), name=controller.name)

@@ -1,6 +1,6 @@
 """The Remedy controller's I/O: what it caches, when it reconciles, what it writes.
 
-Two controllers of the core runtime (:mod:`clusterhealth_core.reconcile`)
+Two controllers declared with the core's builder (:mod:`clusterhealth_core.builder`)
 share one term of leadership (:class:`clusterhealth_core.runner.Term`):
 
 * ``remedy-cluster``, keyed by Cluster, as in Karmada: a Cluster is
@@ -17,7 +17,10 @@ share one term of leadership (:class:`clusterhealth_core.runner.Term`):
   the API server less than a server-side apply (decision 0008).
 * ``remedy-status``, keyed by Remedy: the clusters it acts on (with the
   matched condition), whether every named cluster exists, and whether its
-  spec can ever act at all; derived from the latest decisions.
+  spec can ever act at all; derived from the latest decisions.  Its workers
+  start once every Cluster had its first reconcile of the term.
+
+Both queue every object again each ``resync_period`` (the builder's resync).
 
 **Handover.**  When the live value differs from the computed one and
 another manager owns part of it (Karmada's controller, before the user
@@ -43,7 +46,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from clusterhealth_core import floodlog, reconcile, runner, status
+from clusterhealth_core import builder, floodlog, reconcile, runner
+from clusterhealth_core import status as statuses
 from clusterhealth_core.api import meta, remedy
 from clusterhealth_core.kube import errors, informer, resources
 from clusterhealth_remedy import decision, index, metrics
@@ -165,7 +169,7 @@ def _reference(resource: resources.Resource, obj: Mapping[str, Any]) -> dict[str
             "metadata": {k: meta_[k] for k in ("name", "uid", "resourceVersion") if k in meta_}}
 
 
-class RemedyController:
+class RemedyController(builder.Declared):
     """Caches Clusters and Remedies; reconciles Clusters and Remedy statuses."""
 
     def __init__(
@@ -174,24 +178,12 @@ class RemedyController:
         settings: ControllerSettings,
         remedy_metrics: metrics.RemedyMetrics,
     ) -> None:
-        self.api = term.api
-        self.term = term
-        self.cluster_writer: status.StatusWriter | None = None
-        self.remedy_writer: status.StatusWriter | None = None
         self.recorder = term.recorder
         self.clock = term.clock
         self.settings = settings
         self.metrics = remedy_metrics
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_transform)
         self.remedies = term.informers.informer(resources.REMEDIES)
-        self.cluster_controller = reconcile.Controller(
-            CLUSTER_CONTROLLER, self.reconcile_cluster, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=settings.workers),
-            on_terminal=self._cluster_terminal)
-        self.remedy_controller = reconcile.Controller(
-            REMEDY_CONTROLLER, self.reconcile_remedy, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=1),
-            on_terminal=self._remedy_terminal)
         self.remedy_index = index.RemedyIndex()
         """The parsed Remedies, by the clusters they can cover."""
         self.decisions = index.ActiveIndex()
@@ -203,44 +195,80 @@ class RemedyController:
         self._first_pass: set[str] = set()
         """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
         self._first_pass_done = asyncio.Event()
+        self._first_pass_armed = False
         self._writing: dict[str, dict[str, Any]] = {}
         """Cluster to the status it is being written (its echo needs no reconcile)."""
         self._status_due: dict[str, float] = {}
         """Remedy to when its status was first held back for busy Clusters (monotonic)."""
         self.change_log = floodlog.SampledLog(log, "cluster change(s)", clock=term.clock)
         """One line per Cluster whose actions change, summarised in a mass change."""
-        self.clusters.add_handler(self._on_cluster)
-        self.remedies.add_handler(self._on_remedy)
+        # The status writers say how this server holds what we write: Karmada's Cluster API
+        # has no remedyActionSources, its Remedy CRD no status (logged and counted once).
+        self.cluster_controller = (
+            builder.Builder(CLUSTER_CONTROLLER, term, workers=settings.workers)
+            .for_(self.clusters, self._cluster_changed, observe=self._cluster_gone)
+            .watches(self.remedies, self._clusters_affected, builder.SPEC,
+                     observe=self._index_remedy)
+            .status(resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
+            .on_start(self._start_first_pass)
+            .resync(settings.resync_period)
+            .on_terminal(self._warn_on(resources.CLUSTERS, self.clusters))
+            .complete(self.reconcile_cluster))
+        self.remedy_controller = (
+            builder.Builder(REMEDY_CONTROLLER, term, workers=1)
+            .for_(self.remedies, builder.not_deleted, builder.SPEC)
+            .watches(self.clusters, self._remedies_naming, builder.not_modified)
+            .status(resources.REMEDIES, FIELD_MANAGER,
+                    frozenset({"conditions", "activeClusters", "activeClusterCount"}),
+                    frozenset(CONDITION_TYPES))
+            .start_after(self._first_pass_over)
+            .resync(settings.resync_period, lambda: map(_request, self.remedy_index.remedies))
+            .on_terminal(self._warn_on(resources.REMEDIES, self.remedies))
+            .complete(self.reconcile_remedy))
+        self.controllers = (self.cluster_controller, self.remedy_controller)
 
     @property
-    def synced(self) -> bool:
-        """Whether both caches have loaded."""
-        return self.clusters.synced and self.remedies.synced
+    def cluster_writer(self) -> statuses.StatusWriter:
+        """How Cluster statuses are written (made before the workers start)."""
+        return self.cluster_controller.writer(resources.CLUSTERS)
 
-    # --- event handlers (synchronous, cheap: they only queue names) -------
+    @property
+    def remedy_writer(self) -> statuses.StatusWriter:
+        """How Remedy statuses are written (made before the workers start)."""
+        return self.remedy_controller.writer(resources.REMEDIES)
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name = str(obj["metadata"]["name"])
-        if event == "DELETED":
-            self._first_pass_reconciled(name)
-            gone = self.decisions.remove(name)
-            if gone is not None:
-                self.metrics.set_actions(name, ())
-                self.metrics.set_sources(name, {})
-                for match in gone.matches:
-                    self.remedy_controller.enqueue(match.remedy)
-            self._queue_remedies_naming(name)
-            return
-        if event == "ADDED":
-            self._queue_remedies_naming(name)
+    async def run(self) -> None:
+        """Reconcile until cancelled; then the summarised change log says the rest."""
+        try:
+            await super().run()
+        finally:
+            self.change_log.flush()
+
+    # --- events (synchronous, cheap: they only look and queue names) -------
+
+    def _cluster_changed(self, event: builder.Event) -> bool:
+        if event.type == builder.DELETED:
+            return False
+        name = str(event.obj["metadata"]["name"])
         known = self.decisions.get(name)
-        if (
-            event == "ADDED"
-            or condition_statuses(obj) != condition_statuses(old)
-            or known is None
-            or self._disturbed(name, owned_status(obj), known)
-        ):
-            self.cluster_controller.enqueue(name)
+        return (event.type == builder.ADDED
+                or condition_statuses(event.obj) != condition_statuses(event.old)
+                or known is None or self._disturbed(name, owned_status(event.obj), known))
+
+    def _cluster_gone(self, event: builder.Event) -> None:
+        if event.type != builder.DELETED:
+            return
+        name = str(event.obj["metadata"]["name"])
+        self._first_pass_reconciled(name)
+        gone = self.decisions.remove(name)
+        if gone is not None:
+            self.metrics.set_actions(name, ())
+            self.metrics.set_sources(name, {})
+            for match in gone.matches:
+                self.remedy_controller.enqueue(_request(match.remedy))
+
+    def _remedies_naming(self, event: builder.Event) -> Iterable[builder.Request]:
+        return map(_request, self.remedy_index.naming(str(event.obj["metadata"]["name"])))
 
     def _disturbed(self, name: str, owned: Mapping[str, Any], known: decision.Decision) -> bool:
         """Whether our fields on a Cluster differ from what we decided (or are writing).
@@ -250,10 +278,6 @@ class RemedyController:
         and needs no reconcile.
         """
         return owned != decision.status_patch(known) and owned != self._writing.get(name)
-
-    def _queue_remedies_naming(self, cluster_name: str) -> None:
-        for name in self.remedy_index.naming(cluster_name):
-            self.remedy_controller.enqueue(name)
 
     def _parse(self, obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
         if obj is None:
@@ -270,28 +294,32 @@ class RemedyController:
         self._warned.pop(name, None)
         return parsed
 
-    def _on_remedy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name = str(obj["metadata"]["name"])
-        after = None if event == "DELETED" else self._parse(obj)
-        before = (self.remedy_index.remove(name) if after is None
-                  else self.remedy_index.put(after))
-        if before is not None and after is not None and before.spec == after.spec:
-            return  # a status write (ours): nothing to re-evaluate
-        for cluster_name in decision.affected_clusters(before, after, self._cluster_names()):
-            self.cluster_controller.enqueue(cluster_name)
-        if event == "DELETED":
+    def _index_remedy(self, event: builder.Event) -> None:
+        name = str(event.obj["metadata"]["name"])
+        after = None if event.type == builder.DELETED else self._parse(event.obj)
+        if after is None:
+            self.remedy_index.remove(name)
+        else:
+            self.remedy_index.put(after)
+        if event.type == builder.DELETED:
             self.invalid.pop(name, None)
             self._warned.pop(name, None)
-        if after is not None or name in self.invalid:
-            self.remedy_controller.enqueue(name)
+
+    def _clusters_affected(self, event: builder.Event) -> Iterable[builder.Request]:
+        """The Clusters a Remedy's (old or new) affinity covers: its spec changed."""
+        before = _parsed(event.obj if event.type == builder.DELETED else event.old)
+        after = None if event.type == builder.DELETED else self.remedy_index.get(
+            str(event.obj["metadata"]["name"]))
+        return map(_request, decision.affected_clusters(before, after, self._cluster_names()))
 
     def _cluster_names(self) -> list[str]:
         return [str(o["metadata"]["name"]) for o in self.clusters.store.values()]
 
     # --- reconciles ---------------------------------------------------------
 
-    async def reconcile_cluster(self, name: str) -> reconcile.Result | None:
+    async def reconcile_cluster(self, request: builder.Request) -> reconcile.Result | None:
         """Recompute and (if it differs) write one Cluster's remedy status."""
+        name = request.name
         try:
             return await self._reconcile_cluster(name)
         finally:  # attempted, whatever the outcome: Remedy statuses need not wait for it
@@ -303,7 +331,6 @@ class RemedyController:
             return None
         result = self.remedy_index.decide(name, condition_statuses(obj))
         self.metrics.evaluations.inc()
-        assert self.cluster_writer is not None  # made by run() before any reconcile
         desired = self.cluster_writer.supported(decision.status_patch(result))
         before = sources_of(obj)
         if self.cluster_writer.supported(owned_status(obj)) != desired:
@@ -331,7 +358,7 @@ class RemedyController:
             touched |= {m.remedy for m in previous.matches} if previous else set()
             for remedy_name in touched:
                 # coalesce: one Remedy may cover 1,000 clusters changing at once
-                self.remedy_controller.enqueue_after(remedy_name, STATUS_COALESCE)
+                self.remedy_controller.enqueue_after(_request(remedy_name), STATUS_COALESCE)
         return None
 
     async def _take_over(self, obj: Mapping[str, Any], desired: Mapping[str, Any],
@@ -340,7 +367,6 @@ class RemedyController:
         name = str(obj["metadata"]["name"])
         log.info("cluster %s: remedy fields owned by %s; writing the computed value over them",
                  name, ", ".join(others))
-        assert self.cluster_writer is not None
         await self.cluster_writer.merge(name, desired,
                                         resource_version=obj["metadata"]["resourceVersion"])
 
@@ -367,14 +393,15 @@ class RemedyController:
             self.recorder.record(target, "Normal", "RemedyActionRemoved",
                                  f"{action} removed: no Remedy requires it any more{was}")
 
-    async def reconcile_remedy(self, name: str) -> reconcile.Result | None:
+    async def reconcile_remedy(self, request: builder.Request) -> reconcile.Result | None:
         """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
+        name = request.name
         obj = self.remedies.store.get(name)
         if obj is not None and name in self.invalid:
             return await self._report_invalid(name, obj, self.invalid[name])
         parsed = self.remedy_index.get(name)
         writer = self.remedy_writer
-        if obj is None or parsed is None or writer is None or not writer.writable:
+        if obj is None or parsed is None or not writer.writable:
             self._status_due.pop(name, None)
             return None  # no Remedy status on this server (said once at start)
         if len(self.cluster_controller.queue):
@@ -394,7 +421,7 @@ class RemedyController:
                             decision.clusters_resolved(parsed, self.clusters.store), now,
                             generation),
         ]
-        kept = status.keep_transition_times(status.live_conditions(obj), conditions)
+        kept = statuses.keep_transition_times(statuses.live_conditions(obj), conditions)
         desired: dict[str, Any] = {"conditions": [c.to_dict() for c in kept]}
         if active:
             desired["activeClusters"] = active
@@ -418,13 +445,13 @@ class RemedyController:
                                  meta.bound_message(message))
             self._warned[name] = problem
         writer = self.remedy_writer
-        if writer is None or not writer.writable:
+        if not writer.writable:
             return None  # Karmada's Remedy has no status: the Event says it
         generation = (obj.get("metadata") or {}).get("generation") or None
         now = self.clock.now().replace(microsecond=0)
         effective = self._condition(decision.CONDITION_EFFECTIVE,
                                     (False, REASON_INVALID, message), now, generation)
-        kept = status.keep_transition_times(status.live_conditions(obj), [effective])
+        kept = statuses.keep_transition_times(statuses.live_conditions(obj), [effective])
         desired = writer.supported({"conditions": [c.to_dict() for c in kept]})
         if _comparable(obj.get("status") or {})["conditions"] != _comparable(desired)["conditions"]:
             try:
@@ -458,39 +485,31 @@ class RemedyController:
             REASON_STATUS_REJECTED,
             f"the API server rejected the status the remedy controller wrote: {exc.message}")
 
-    async def _cluster_terminal(self, name: str, exc: reconcile.TerminalError) -> None:
-        obj = self.clusters.store.get(name)
-        if obj is not None:
-            self.recorder.record(_reference(resources.CLUSTERS, obj), "Warning", exc.reason,
-                                 exc.message)
+    def _warn_on(self, resource: resources.Resource,
+                 cache: informer.Informer) -> builder.OnTerminal:
+        """The ``on_terminal`` hook of a kind: a Warning Event on the object."""
+        async def warn(request: builder.Request, exc: reconcile.TerminalError) -> None:
+            obj = cache.store.get(request.name)
+            if obj is not None:
+                self.recorder.record(_reference(resource, obj), "Warning", exc.reason,
+                                     exc.message)
+        return warn
 
-    async def _remedy_terminal(self, name: str, exc: reconcile.TerminalError) -> None:
-        obj = self.remedies.store.get(name)
-        if obj is not None:
-            self.recorder.record(_reference(resources.REMEDIES, obj), "Warning", exc.reason,
-                                 exc.message)
+    # --- the first pass of a term -------------------------------------------------
 
-    # --- running ----------------------------------------------------------------
-
-    def enqueue_all(self) -> None:
-        """Reconcile every Cluster and every Remedy (start, resync)."""
-        for name in self._cluster_names():
-            self.cluster_controller.enqueue(name)
-        for name in list(self.remedy_index.remedies):
-            self.remedy_controller.enqueue(name)
-
-    async def _resync(self) -> None:
-        while True:
-            await self.clock.sleep(self.settings.resync_period)
-            self.enqueue_all()
+    def _start_first_pass(self) -> None:
+        """The caches have loaded: every Cluster known now is one to wait for."""
+        self._first_pass = set(self._cluster_names())
+        self._first_pass_armed = True
+        self._first_pass_reconciled("")  # done at once when there is no Cluster
 
     def _first_pass_reconciled(self, name: str) -> None:
         self._first_pass.discard(name)
-        if not self._first_pass:
+        if self._first_pass_armed and not self._first_pass:
             self._first_pass_done.set()
 
-    async def _statuses_after_first_pass(self) -> None:
-        """Run the ``remedy-status`` workers once every Cluster has a decision.
+    async def _first_pass_over(self) -> None:
+        """Hold the ``remedy-status`` workers until every Cluster has a decision.
 
         A Remedy status written before that would drop ``activeClusters``
         (and their ``since``) that the first pass is about to find again.
@@ -501,34 +520,18 @@ class RemedyController:
         if not self._first_pass_done.is_set():
             log.warning("%d Cluster(s) not reconciled after %.0fs; writing Remedy statuses "
                         "anyway", len(self._first_pass), INITIAL_PASS_TIMEOUT)
-        await self.remedy_controller.run()
 
-    async def run(self) -> None:
-        """Wait for the caches, then reconcile until cancelled."""
-        # How this server holds what we write: Karmada's Cluster API has no
-        # remedyActionSources, its Remedy CRD no status (logged and counted once).
-        self.cluster_writer = await self.term.status_writer(
-            resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
-        self.remedy_writer = await self.term.status_writer(
-            resources.REMEDIES, FIELD_MANAGER,
-            frozenset({"conditions", "activeClusters", "activeClusterCount"}),
-            frozenset(CONDITION_TYPES))
-        await self.remedies.wait_synced()
-        await self.clusters.wait_synced()
-        self._first_pass = set(self._cluster_names())
-        self._first_pass_done.clear()  # a deletion during the initial list may have set it
-        self._first_pass_reconciled("")  # done at once when there is no Cluster
-        self.enqueue_all()
-        tasks = [asyncio.create_task(self.cluster_controller.run(), name=CLUSTER_CONTROLLER),
-                 asyncio.create_task(self._statuses_after_first_pass(), name=REMEDY_CONTROLLER),
-                 asyncio.create_task(self._resync(), name="remedy-resync")]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.change_log.flush()
+
+def _request(name: str) -> builder.Request:
+    return builder.Request("", name)
+
+
+def _parsed(obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
+    """A Remedy as the model reads it (None: none, or invalid)."""
+    try:
+        return None if obj is None else remedy.Remedy.from_dict(obj)
+    except meta.ValidationError:
+        return None
 
 
 def _comparable(st: Mapping[str, Any]) -> dict[str, Any]:

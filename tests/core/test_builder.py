@@ -28,13 +28,16 @@ def obj(name: str, namespace: str = "", **fields: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(("request_", "key"), [
     (builder.Request("ns", "a"), "ns/a"),
     (builder.Request("", "cluster-a"), "cluster-a"),
+    (builder.Request("ns", "a", "Deployment.apps/v1"), "Deployment.apps/v1|ns/a"),
+    (builder.Request("", "a", "Cluster"), "Cluster|a"),
 ])
 def test_a_request_is_keyed_as_informers_key_objects(request_: builder.Request,
                                                      key: str) -> None:
     assert request_.key == key == str(request_)
     assert builder.Request.parse(key) == request_
-    assert builder.Request.of(obj(request_.name, request_.namespace)) == request_
-    assert informer.key_of(obj(request_.name, request_.namespace)) == key
+    assert builder.Request.of(obj(request_.name, request_.namespace), request_.kind) == request_
+    if not request_.kind:
+        assert informer.key_of(obj(request_.name, request_.namespace)) == key
 
 
 SPEC_A = obj("a", "ns", spec={"x": 1}, status={"ok": True})
@@ -241,3 +244,63 @@ async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None:
+    """Writers before the caches, ``on_start`` after them, workers after ``start_after``."""
+    policies = FakeInformer()
+    steps: list[str] = []
+    done: list[builder.Request] = []
+    gate = asyncio.Event()
+
+    async def status_writer(resource: Any, manager: str, fields: Any, conditions: Any) -> str:
+        steps.append(f"writer {resource.plural} {manager}")
+        return f"writer of {manager}"
+
+    fake = term()
+    fake_term = cast(runner.Term, types.SimpleNamespace(
+        clock=fake.clock, metrics=fake.metrics, informers=None, status_writer=status_writer))
+
+    async def reconcile_one(request: builder.Request) -> None:
+        done.append(request)
+
+    async def opened() -> None:
+        await gate.wait()
+        steps.append("workers")
+
+    resource = types.SimpleNamespace(plural="things")
+    built = (builder.Builder("hooks", fake_term)
+             .for_(cast(informer.Informer, policies), delay=0.05)
+             .status(cast(Any, resource), "a", frozenset({"conditions"}))
+             .status(cast(Any, resource), "b", frozenset({"conditions"}))
+             .on_start(lambda: steps.append("on_start"))
+             .start_after(opened)
+             .complete(reconcile_one))
+    fed = builder.Builder("fed", fake_term).channel().complete(reconcile_one)
+
+    class Both(builder.Declared):
+        controllers = (built, fed)
+
+    both = Both()
+    task = asyncio.create_task(both.run())
+    try:
+        await asyncio.sleep(0.02)
+        assert steps == ["writer things a", "writer things b"]  # caches not loaded yet
+        assert built.writer(cast(Any, resource), "b") == "writer of b"
+        policies.loaded.set()
+        await asyncio.sleep(0.02)
+        assert steps[-1] == "on_start" and both.synced
+        policies.emit("ADDED", obj("p", "ns"))
+        fed.enqueue(builder.Request("", "x", "Kind"))
+        await asyncio.sleep(0.02)
+        assert done == [builder.Request("", "x", "Kind")]  # the delayed one waits, gated
+        gate.set()
+        async with asyncio.timeout(5):
+            while len(done) < 2:
+                await asyncio.sleep(0.01)
+        assert done[1] == builder.Request("ns", "p") and steps[-1] == "workers"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    with pytest.raises(RuntimeError, match="no status writer"):
+        fed.writer(cast(Any, resource))

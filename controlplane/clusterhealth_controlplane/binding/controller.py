@@ -43,13 +43,12 @@ def resource_of(ref: vocabulary.BindingRef) -> resources.Resource:
         else resources.RESOURCE_BINDINGS
 
 
-class BindingController(builder.Declared):
+class BindingController(manager.Controller):
     """Bindings -> Works, one per target cluster."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.discovery = context.discovery
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)

@@ -37,9 +37,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, metrics, options
+from clusterhealth_controlplane import manager, options
 from clusterhealth_controlplane.clusterstatus import decision
-from clusterhealth_core import builder, members, reconcile, retry, status
+from clusterhealth_core import builder, members, reconcile, retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -69,27 +69,29 @@ class _MemberCaches:
     pods: informer.Informer
 
 
-class ClusterStatusController(builder.Declared):
+class ClusterStatusController(manager.Controller):
     """Probes every member and writes its Ready condition and summaries."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
         self.health: options.ClusterHealth = context.options.health
-        self.metrics: metrics.FailoverMetrics = context.metrics
         self.pool: members.MemberClients = context.members
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.leases = term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}
         self.caches: dict[str, _MemberCaches] = {}
-        self.writer: status.StatusWriter | None = None
-        self.monitor_writer: status.StatusWriter | None = None
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=max(context.workers, PROBE_WORKERS))
             # a status write (ours or another's) is left to the periodic probe
             .for_(self.clusters, builder.SPEC)
             .uses(self.leases)
+            .status(resources.CLUSTERS, FIELD_MANAGER,
+                    frozenset({*decision.OWN_FIELDS, "conditions"}),
+                    frozenset(decision.OWN_CONDITIONS))
+            .status(resources.CLUSTERS, MONITOR_FIELD_MANAGER, frozenset({"conditions"}),
+                    frozenset({decision.READY}))
             .complete(self.reconcile_cluster))
         # a replaced client: probe now, so the Node and Pod watches move to the new one and the
         # old one is closed (instead of at the next periodic probe)
@@ -98,13 +100,6 @@ class ClusterStatusController(builder.Declared):
     async def run(self) -> None:
         """Reconcile until cancelled."""
         try:
-            await self.controller.wait_synced()
-            own = frozenset({*decision.OWN_FIELDS, "conditions"})
-            self.writer = await self.term.status_writer(
-                resources.CLUSTERS, FIELD_MANAGER, own, frozenset(decision.OWN_CONDITIONS))
-            self.monitor_writer = await self.term.status_writer(
-                resources.CLUSTERS, MONITOR_FIELD_MANAGER, frozenset({"conditions"}),
-                frozenset({decision.READY}))
             await self.controller.run()
         finally:
             for name in list(self.caches):
@@ -277,9 +272,9 @@ class ClusterStatusController(builder.Declared):
     # --- writes, events, metrics --------------------------------------------
 
     async def _write(self, cluster: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
-        assert self.writer is not None
         with contextlib.suppress(errors.NotFound):  # deleted meanwhile
-            await self.writer.write(str(cluster["metadata"]["name"]), wanted)
+            await self.controller.writer(resources.CLUSTERS, FIELD_MANAGER).write(
+                str(cluster["metadata"]["name"]), wanted)
 
     def _after(self, cluster: Mapping[str, Any], before: decision.Observation | None,
                ready: decision.Observation) -> None:
@@ -306,11 +301,12 @@ class ClusterStatusController(builder.Declared):
         memory = decision.heartbeat(memory, str(renewed) if renewed else None, seen, now)
         self.memory[name] = memory
         ready = decision.pull_unknown(memory, seen, now, self.health)
-        if ready is not None and self.monitor_writer is not None:
+        if ready is not None:
             written = decision.condition(decision.READY, ready, current_ready,
                                          self.term.clock.now())
             with contextlib.suppress(errors.NotFound):
-                await self.monitor_writer.write(name, {"conditions": [written]})
+                await self.controller.writer(resources.CLUSTERS, MONITOR_FIELD_MANAGER).write(
+                    name, {"conditions": [written]})
             self._after(cluster, seen, ready)
         elif seen is not None:
             self._after(cluster, seen, seen)

@@ -51,15 +51,12 @@ def _watched(obj: informer.Object | None) -> tuple[Any, ...]:
             (obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-class ClusterTaintController(builder.Declared):
+class ClusterTaintController(manager.Controller):
     """Cluster conditions and ClusterTaintPolicies -> ``Cluster.spec.taints``."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.api = term.api
-        self.clock = term.clock
-        self.recorder = term.recorder
-        self.metrics = context.metrics
         self.timeout = context.options.taints.failover_eviction_timeout
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.policies = term.informers.informer(resources.CLUSTER_TAINT_POLICIES)

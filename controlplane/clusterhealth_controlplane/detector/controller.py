@@ -4,7 +4,12 @@
   shared informers.  The kinds the policies select are resolved
   through discovery and get an informer each, started when a policy first
   names them (a kind no API serves is logged and tried again later).
-* A key is one template (``apiVersion|kind|namespace|name``).  Its reconcile
+* Three queues, declared with the core's builder: ``detector-kinds`` (a
+  request per selected kind, from the policies' selectors),
+  ``detector-policies`` (a policy's ``ResourcesSelected`` condition, a
+  moment after it changes) and ``detector``, whose requests are templates
+  (their kind in :attr:`builder.Request.kind`), each queued again every
+  resync period.  A template's reconcile
   asks :func:`decision.choose` which policy claims it, records the claim on
   the template (Karmada's labels and annotations, with our own field manager)
   and applies the binding's detector-owned fields (the scheduler owns
@@ -16,17 +21,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.detector import decision
-from clusterhealth_core import reconcile, status
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.api import meta, policy
 from clusterhealth_core.kube import discovery, errors, informer, resources
 
@@ -56,85 +60,74 @@ class TemplateKey:
     namespace: str
     name: str
 
-    def __str__(self) -> str:
-        return "|".join((self.api_version, self.kind, self.namespace, self.name))
+    @property
+    def request(self) -> builder.Request:
+        """Its request: the kind as ``Kind.apiVersion`` (kinds have no dot)."""
+        return builder.Request(self.namespace, self.name, f"{self.kind}.{self.api_version}")
 
     @classmethod
-    def parse(cls, text: str) -> TemplateKey:
-        """The inverse of ``str()``."""
-        api_version, kind, namespace, name = text.split("|")
-        return cls(api_version, kind, namespace, name)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> TemplateKey:
-        """The key of a template object."""
-        meta_ = obj.get("metadata") or {}
-        return cls(str(obj.get("apiVersion")), str(obj.get("kind")),
-                   str(meta_.get("namespace") or ""), str(meta_["name"]))
+    def of(cls, request: builder.Request) -> TemplateKey:
+        """The inverse of :attr:`request`."""
+        kind, _, api_version = request.kind.partition(".")
+        return cls(api_version, kind, request.namespace, request.name)
 
 
-class Detector:
+def template_request(api_version: str, kind: str, obj: Mapping[str, Any]) -> builder.Request:
+    """The request of a template of a kind."""
+    meta_ = obj.get("metadata") or {}
+    return TemplateKey(api_version, kind, str(meta_.get("namespace") or ""),
+                       str(meta_["name"])).request
+
+
+def _templates(api_version: str, kind: str) -> builder.MapFunc:
+    """The map of a template cache: each template is its request."""
+    return lambda event: (template_request(api_version, kind, event.obj),)
+
+
+class Detector(manager.Controller):
     """Templates -> claims and bindings, for every kind a policy selects."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
-        self.resync_period = context.resync_period
         self.discovery = context.discovery
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
-        self._parsed: dict[str, decision.Policy | None] = {}
-        """Every cached policy by ``kind|namespace|name``, parsed (None: malformed or deleting)."""
+        self._parsed: dict[builder.Request, decision.Policy | None] = {}
+        """Every cached policy by request (kind PP or CPP), parsed (None: malformed or deleting)."""
         self.unserved: set[tuple[str, str]] = set()
         """Selected kinds this API server did not serve when last asked."""
         self.unreadable: dict[tuple[str, str], str] = {}
         """Selected kinds whose cache has not loaded, with the informer's last error."""
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile_template, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers),
-            on_terminal=self._terminal)
-        self.policy_status = reconcile.Controller(
-            f"{CONTROLLER}-policies", self.reconcile_policy, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=1))
-        self.status_writers: dict[str, status.StatusWriter] = {}
-        """By policy kind, made in :meth:`run` (the server's schema decides how)."""
-        self.kinds = reconcile.Controller(
-            f"{CONTROLLER}-kinds", self.reconcile_kind, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=1))
-        self.policies.add_handler(self._on_policy)
-        self.cluster_policies.add_handler(self._on_policy)
-
-    @property
-    def synced(self) -> bool:
-        """Whether the policy caches have loaded.
-
-        The template caches are not counted: a kind a policy selects may be one the
-        controller manager cannot read, whose cache never loads; the policy says so
-        (:data:`decision.REASON_UNREADABLE`), and the process stays ready.
-        """
-        return self.policies.synced and self.cluster_policies.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        for kind, resource in ((decision.PP, resources.PROPAGATION_POLICIES),
-                               (decision.CPP, resources.CLUSTER_PROPAGATION_POLICIES)):
-            self.status_writers[kind] = await self.term.status_writer(
-                resource, FIELD_MANAGER, frozenset({"conditions"}),
-                frozenset({decision.CONDITION_SELECTED}))
-        for cache in (self.policies, self.cluster_policies):
-            await cache.wait_synced()
-        for candidate in self.parsed_policies():
-            self.policy_status.enqueue_after(_policy_key(candidate), POLICY_STATUS_DELAY)
-        for api_version, kind in sorted(kinds_selected(self.parsed_policies())):
-            self.kinds.enqueue(f"{api_version}|{kind}")
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self.kinds.run(), name=f"{CONTROLLER}-kinds")
-            group.create_task(self.controller.run(), name=CONTROLLER)
-            group.create_task(self.policy_status.run(), name=f"{CONTROLLER}-policies")
+        # The template caches are not waited for (nor part of ``synced``): a kind a policy
+        # selects may be one the controller manager cannot read, whose cache never loads;
+        # the policy says so (decision.REASON_UNREADABLE), and the process stays ready.
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .channel()  # and the template caches, watched once a policy selects their kind
+            .resync(context.resync_period, self._every_template)
+            .on_terminal(self._terminal)
+            .complete(self.reconcile_template))
+        self.kinds = (
+            builder.Builder(f"{CONTROLLER}-kinds", term, workers=1)
+            .watches(self.policies, _selected, builder.SPEC, observe=self._parse)
+            .watches(self.cluster_policies, _selected, builder.SPEC, observe=self._parse)
+            .complete(self.reconcile_kind))
+        self.policy_status = (
+            builder.Builder(f"{CONTROLLER}-policies", term, workers=1)
+            .watches(self.policies, _itself, builder.not_deleted, builder.SPEC,
+                     delay=POLICY_STATUS_DELAY)
+            .watches(self.cluster_policies, _itself, builder.not_deleted, builder.SPEC,
+                     delay=POLICY_STATUS_DELAY)
+            .status(resources.PROPAGATION_POLICIES, FIELD_MANAGER, frozenset({"conditions"}),
+                    frozenset({decision.CONDITION_SELECTED}))
+            .status(resources.CLUSTER_PROPAGATION_POLICIES, FIELD_MANAGER,
+                    frozenset({"conditions"}), frozenset({decision.CONDITION_SELECTED}))
+            .complete(self.reconcile_policy))
+        self.controllers = (self.kinds, self.controller, self.policy_status)
 
     # --- policies and the kinds they select ------------------------------
 
@@ -142,26 +135,22 @@ class Detector:
         """Every cached policy that parses (a malformed one is logged, not used)."""
         return [p for p in self._parsed.values() if p is not None]
 
-    def _on_policy(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        meta_ = obj.get("metadata") or {}
-        kind = decision.PP if meta_.get("namespace") else decision.CPP
-        key = f"{kind}|{meta_.get('namespace') or ''}|{meta_.get('name')}"
-        # parsed once per change here, not by every template's reconcile
-        if event == "DELETED":
+    def _parse(self, event: builder.Event) -> None:
+        """Parse a policy once per change here, not in every template's reconcile."""
+        key = _policy_request(event.obj)
+        if event.type == builder.DELETED:
             self._parsed.pop(key, None)
         else:
-            self._parsed[key] = _parse(kind, obj)
-        if old is not None and event != "DELETED" and obj.get("spec") == old.get("spec"):
-            return
-        if event != "DELETED":
-            self.policy_status.enqueue_after(key, POLICY_STATUS_DELAY)
-        for body in (obj, old):
-            for selector in ((body or {}).get("spec") or {}).get("resourceSelectors") or []:
-                self.kinds.enqueue(f"{selector.get('apiVersion')}|{selector.get('kind')}")
+            self._parsed[key] = _parse(key.kind, event.obj)
 
-    async def reconcile_kind(self, key: str) -> reconcile.Result | None:
+    def _every_template(self) -> list[builder.Request]:
+        return [template_request(api_version, kind, obj)
+                for (api_version, kind), cache in self.templates.items() if cache.synced
+                for obj in cache.store.values()]
+
+    async def reconcile_kind(self, request: builder.Request) -> reconcile.Result | None:
         """Make sure the kind has a template informer; queue all of its templates."""
-        api_version, kind = key.split("|", 1)
+        api_version, kind = request.kind, request.name
         cache = self.templates.get((api_version, kind))
         if cache is None:
             try:
@@ -179,7 +168,8 @@ class Detector:
             cache = self.term.informers.informer(resource)
             self.resources[(api_version, kind)] = resource
             self.templates[(api_version, kind)] = cache
-            cache.add_handler(self._on_template)
+            self.controller.watch(cache, _templates(api_version, kind),
+                                  builder.changed(binding.template_state))  # not a status write
         if not cache.synced:
             if cache.loading_for() < SYNC_TIMEOUT:
                 return reconcile.Result(requeue_after=SYNC_POLL)
@@ -194,8 +184,8 @@ class Detector:
             log.info("%s %s can be listed now", kind, api_version)
             self._queue_policies_selecting(api_version, kind)
         for obj in cache.store.values():
-            self.controller.enqueue(str(TemplateKey.of(_with_kind(obj, api_version, kind))))
-        return reconcile.Result(requeue_after=self.resync_period)  # the safety net
+            self.controller.enqueue(template_request(api_version, kind, obj))
+        return None
 
     def _queue_policies_selecting(self, api_version: str, kind: str) -> None:
         for candidate in self.parsed_policies():
@@ -203,16 +193,11 @@ class Detector:
                    for s in candidate.spec.resource_selectors):
                 self.policy_status.enqueue_after(_policy_key(candidate), POLICY_STATUS_DELAY)
 
-    def _on_template(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "MODIFIED" and binding.template_state(obj) == binding.template_state(old):
-            return  # a status write: nothing the binding carries changed
-        self.controller.enqueue(str(TemplateKey.of(obj)))
-
     # --- templates ---------------------------------------------------------
 
-    async def reconcile_template(self, text: str) -> reconcile.Result | None:
+    async def reconcile_template(self, request: builder.Request) -> reconcile.Result | None:
         """Claim and bind one template (or remove its binding when it is gone)."""
-        key = TemplateKey.parse(text)
+        key = TemplateKey.of(request)
         cache = self.templates.get((key.api_version, key.kind))
         resource = self.resources.get((key.api_version, key.kind))
         if cache is None or resource is None:
@@ -228,7 +213,8 @@ class Detector:
         before = decision.claim_of(obj)
         if before is not None and (chosen is None or before != _claim(chosen)):
             self.policy_status.enqueue_after(
-                f"{before.kind}|{before.namespace or ''}|{before.name}", POLICY_STATUS_DELAY)
+                builder.Request(before.namespace or "", before.name, before.kind),
+                POLICY_STATUS_DELAY)
         if chosen is None:
             if before is not None:
                 await self._write_claim(resource, obj, None)
@@ -239,13 +225,14 @@ class Detector:
         await self._apply_binding(obj, chosen)
         return None
 
-    async def reconcile_policy(self, key: str) -> reconcile.Result | None:
+    async def reconcile_policy(self, key: builder.Request) -> reconcile.Result | None:
         """Write a policy's ``ResourcesSelected`` condition: what it claims, or why nothing."""
-        kind, namespace, name = key.split("|")
+        kind, namespace, name = key.kind, key.namespace, key.name
         cache = self.policies if kind == decision.PP else self.cluster_policies
         obj = cache.store.get(f"{namespace}/{name}" if namespace else name)
-        writer = self.status_writers.get(kind)
-        if obj is None or writer is None or not writer.writable:
+        writer = self.policy_status.writer(resources.PROPAGATION_POLICIES if kind == decision.PP
+                                           else resources.CLUSTER_PROPAGATION_POLICIES)
+        if obj is None or not writer.writable:
             return None
         if len(self.controller.queue) or len(self.kinds.queue):
             return reconcile.Result(requeue_after=POLICY_STATUS_DELAY)  # claims still moving
@@ -339,7 +326,7 @@ class Detector:
                  key.name, name)
         await self.api.delete(target, name, namespace=namespace, missing_ok=True)
 
-    async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
+    async def _terminal(self, key: builder.Request, exc: reconcile.TerminalError) -> None:
         log.warning("detector: %s: %s", key, exc)
 
 
@@ -367,10 +354,24 @@ def _claim(chosen: decision.Policy) -> decision.Claim:
     return decision.Claim(chosen.kind, chosen.namespace, chosen.name)
 
 
-def _policy_key(candidate: decision.Policy) -> str:
-    return f"{candidate.kind}|{candidate.namespace or ''}|{candidate.name}"
+def _policy_key(candidate: decision.Policy) -> builder.Request:
+    return builder.Request(candidate.namespace or "", candidate.name, candidate.kind)
 
 
-def kinds_selected(policies: Iterable[decision.Policy]) -> set[tuple[str, str]]:
-    """Every (apiVersion, kind) some policy selects."""
-    return {(s.api_version, s.kind) for p in policies for s in p.spec.resource_selectors}
+def _policy_request(obj: Mapping[str, Any]) -> builder.Request:
+    """A policy's request: kind PP (namespaced) or CPP."""
+    found = builder.Request.of(obj)
+    return dataclasses.replace(found, kind=decision.PP if found.namespace else decision.CPP)
+
+
+def _itself(event: builder.Event) -> list[builder.Request]:
+    """A policy's own request (its kind told)."""
+    return [_policy_request(event.obj)]
+
+
+def _selected(event: builder.Event) -> list[builder.Request]:
+    """The kinds a policy's old and new selectors name (name: the kind, kind: apiVersion)."""
+    return [builder.Request("", str(selector.get("kind")), str(selector.get("apiVersion")))
+            for body in (event.obj, event.old)
+            for selector in ((body or {}).get("spec") or {}).get("resourceSelectors") or []]
+

@@ -46,13 +46,12 @@ RETRY_NAMESPACE = 1.0
 PROBE_TIMEOUT = 5.0
 
 
-class ExecutionController(builder.Declared):
+class ExecutionController(manager.Controller):
     """Works -> member objects, by server-side apply."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.works = term.informers.informer(resources.WORKS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: memberobjects.MemberObjects = context.member_objects

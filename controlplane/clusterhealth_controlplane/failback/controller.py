@@ -78,17 +78,14 @@ def _request(key: str) -> builder.Request:
     return builder.Request(ref.namespace, ref.name)
 
 
-class FailbackController(builder.Declared):
+class FailbackController(manager.Controller):
     """Rebalances opted-in static-weight bindings back onto recovered clusters."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
-        self.clock = term.clock
         self.window = context.options.failback.window
         self.batch = context.options.failback.batch
-        self.metrics = context.metrics
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)

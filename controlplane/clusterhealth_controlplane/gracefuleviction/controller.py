@@ -38,16 +38,13 @@ EVENT_ENDED = "EvictWorkloadFromClusterSucceed"
 CONFLICT_ATTEMPTS = 3
 
 
-class GracefulEvictionController(builder.Declared):
+class GracefulEvictionController(manager.Controller):
     """Ends graceful-eviction tasks (a :class:`runner.Controller`)."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
-        self.clock = term.clock
         self.timeout = context.options.eviction.graceful_eviction_timeout
-        self.metrics = context.metrics
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.counts: dict[str, int] = {}

@@ -157,7 +157,6 @@ class Scheduler(builder.Declared):
         self.recorder = term.recorder
         self.settings = settings
         self.metrics = scheduler_metrics
-        self.writers: dict[str, status.StatusWriter] = {}
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
@@ -179,6 +178,8 @@ class Scheduler(builder.Declared):
             .watches(self.bindings, self._on_binding)
             .watches(self.cluster_bindings, self._on_binding)
             .watches(self.clusters, self._on_cluster)
+            .status(RB.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
+            .status(CRB.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
             .on_terminal(self._terminal)
             .complete(self.reconcile_binding))
 
@@ -449,8 +450,8 @@ class Scheduler(builder.Declared):
 
     async def _write_status(self, kind: _Kind, metadata: meta.ObjectMeta,
                             desired: Mapping[str, Any]) -> None:
-        writer = self.writers[kind.resource.plural]
-        await writer.write(metadata.name, desired, namespace=metadata.namespace or None)
+        await self.controller.writer(kind.resource).write(
+            metadata.name, desired, namespace=metadata.namespace or None)
 
     def _now(self) -> datetime.datetime:
         return self.clock.now().replace(microsecond=0)
@@ -459,12 +460,3 @@ class Scheduler(builder.Declared):
         obj = self._object(request.key)
         if obj is not None:
             self.recorder.record(obj, "Warning", exc.reason, exc.message)
-
-    # --- running ------------------------------------------------------------------------
-
-    async def run(self) -> None:
-        """Wait for the caches, then schedule until cancelled."""
-        for kind in (RB, CRB):
-            self.writers[kind.resource.plural] = await self.term.status_writer(
-                kind.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
-        await self.controller.run()

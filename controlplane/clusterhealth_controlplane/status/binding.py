@@ -23,7 +23,7 @@ from typing import Any
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
-from clusterhealth_core import builder, reconcile, status
+from clusterhealth_core import builder, reconcile
 from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,12 @@ STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
 """The binding status fields this controller owns (its condition: ``FullyApplied``)."""
 
 
-class BindingStatusController(builder.Declared):
+class BindingStatusController(manager.Controller):
     """Works -> binding status -> template status."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.discovery = context.discovery
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
@@ -53,21 +52,16 @@ class BindingStatusController(builder.Declared):
         self.index = binding.WorkIndex()
         self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
-        self.writers: dict[str, status.StatusWriter] = {}
-        """The status writers of bindings and cluster bindings, by plural."""
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=context.workers)
             .for_(self.bindings, builder.not_deleted, builder.SPEC)
             .for_(self.cluster_bindings, builder.not_deleted, builder.SPEC)
             .watches(self.works, self._index_work)  # every Work event, status writes too
+            .status(resources.RESOURCE_BINDINGS, FIELD_MANAGER, STATUS_FIELDS,
+                    frozenset({decision.FULLY_APPLIED}))
+            .status(resources.CLUSTER_RESOURCE_BINDINGS, FIELD_MANAGER, STATUS_FIELDS,
+                    frozenset({decision.FULLY_APPLIED}))
             .complete(self.reconcile_binding))
-
-    async def run(self) -> None:
-        """Ask for the status writers, then reconcile until cancelled."""
-        for resource in (resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS):
-            self.writers[resource.plural] = await self.term.status_writer(
-                resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({decision.FULLY_APPLIED}))
-        await self.controller.run()
 
     def _index_work(self, event: builder.Event) -> list[builder.Request]:
         ref = self.index.update(event.type, event.obj)
@@ -108,7 +102,7 @@ class BindingStatusController(builder.Declared):
         target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
             else resources.RESOURCE_BINDINGS
         with contextlib.suppress(errors.NotFound):
-            await self.writers[target.plural].write(
+            await self.controller.writer(target).write(
                 ref.name, {"aggregatedStatus": items, "conditions": [condition]},
                 namespace=ref.namespace or None)
 

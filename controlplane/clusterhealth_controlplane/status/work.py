@@ -31,13 +31,12 @@ SYNC_TIMEOUT = 10.0
 """How long a reconcile waits for a member cache to load before trying again."""
 
 
-class WorkStatusController(builder.Declared):
+class WorkStatusController(manager.Controller):
     """Member status -> Work status."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
         self.works = term.informers.informer(resources.WORKS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: memberobjects.MemberObjects = context.member_objects

@@ -8,7 +8,8 @@
   (``Result(requeue_after)``, never a poll).  Re-queued when a Cluster's
   NoExecute taints change (its bindings) and when a binding's targets or
   placement change.  The same queue writes the storm guard's condition on
-  Clusters (keys ``Cluster|<name>``).
+  Clusters (requests of kind ``Cluster``).  Both queues are declared with the
+  core's builder (the eviction queue is fed by the first one alone).
 * Queue ``taintManager-eviction`` (``--eviction-workers``, so at most that
   many writes at once): each eviction first waits for the :class:`Pacer`
   (``--eviction-rate``, or ``--secondary-eviction-rate`` while the storm
@@ -41,8 +42,8 @@ from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.taintmanager import decision
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core import clock as clocks
-from clusterhealth_core import reconcile, status
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import errors, resources
 
@@ -51,7 +52,8 @@ log = logging.getLogger(__name__)
 CONTROLLER = "taintManager"
 EVICTION_QUEUE = f"{CONTROLLER}-eviction"
 FIELD_MANAGER = "clusterhealth-taint-manager"
-CLUSTER_KEY = "Cluster|"
+CLUSTER_KIND = "Cluster"
+"""The kind of the requests that write a Cluster's storm guard condition."""
 CONFLICT_ATTEMPTS = 5
 """Update attempts of one eviction (each after re-reading the binding)."""
 RESULT_SUCCESS = "success"
@@ -103,27 +105,24 @@ class Pacer:
                     await changed.wait()
 
 
-class TaintManager:
+class TaintManager(manager.Controller):
     """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
-        self.term = term
-        self.api = term.api
-        self.clock = term.clock
         self.options = context.options.eviction
         self.settle = decision.resume_delay(context.options.health.success_threshold,
                                             context.options.health.update_frequency)
         """After the storm guard lifts, evictions wait this long: the other clusters of the
         storm are most likely recovering too, and report Ready within it."""
         self._resume: asyncio.TimerHandle | None = None
-        self.metrics = context.metrics
         self.clusters = term.informers.informer(resources.CLUSTERS)
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
         self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.on_cluster: dict[str, set[str]] = {}
-        """Cluster name -> keys of the bindings targeting it."""
-        self.targets: dict[str, frozenset[str]] = {}
+        self.on_cluster: dict[str, set[builder.Request]] = {}
+        """Cluster name -> the bindings targeting it."""
+        self.targets: dict[builder.Request, frozenset[str]] = {}
         """Binding key -> its target clusters."""
         self.readiness: dict[str, bool] = {}
         self.unready_since: dict[str, float] = {}
@@ -131,52 +130,37 @@ class TaintManager:
         self.window = decision.storm_window(context.options.health.update_frequency)
         self.unhealthy = 0
         self.guard = decision.guard((), self.options.unhealthy_cluster_threshold)
-        self.due: dict[str, float] = {}
+        self.due: dict[builder.Request, float] = {}
         """Binding key -> when (monotonic) its eviction was found due; until written."""
         self.pacer = Pacer(term.clock)
         self.pacer.set_rate(decision.rate(False, self.options.rate, self.options.secondary_rate))
-        self.writer: status.StatusWriter | None = None
-        self.controller = reconcile.Controller(
-            CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=term.clock,
-            settings=reconcile.ControllerSettings(workers=context.workers))
-        self.evictions = reconcile.Controller(
-            EVICTION_QUEUE, self.reconcile_eviction, metrics=term.metrics.controllers,
-            clock=term.clock, settings=reconcile.ControllerSettings(workers=self.options.workers))
-        self.clusters.add_handler(self._on_cluster)
-        self.bindings.add_handler(self._on_binding)
-        self.cluster_bindings.add_handler(self._on_binding)
+        self.controller = (
+            builder.Builder(CONTROLLER, term, workers=context.workers)
+            .watches(self.clusters, self._on_cluster)
+            .watches(self.bindings, self._on_binding)
+            .watches(self.cluster_bindings, self._on_binding)
+            .status(resources.CLUSTERS, FIELD_MANAGER, frozenset({"conditions"}),
+                    frozenset({decision.CONDITION}))
+            .on_start(self._queue_guard_conditions)  # a condition left by an earlier term too
+            .complete(self.reconcile))
+        self.evictions = (
+            builder.Builder(EVICTION_QUEUE, term, workers=self.options.workers)
+            .channel().complete(self.reconcile_eviction))
+        self.controllers = (self.controller, self.evictions)
         self._set_guard_metrics()
         self.metrics.eviction_queue_depth.set(0)
         for result in (RESULT_SUCCESS, RESULT_ERROR):
             self.metrics.evictions.labels(result, decision.EVICTION_REASON)
 
-    @property
-    def synced(self) -> bool:
-        """Whether the Cluster and binding caches have loaded."""
-        return self.clusters.synced and self.bindings.synced and self.cluster_bindings.synced
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        self.writer = await self.term.status_writer(
-            resources.CLUSTERS, FIELD_MANAGER, frozenset({"conditions"}),
-            frozenset({decision.CONDITION}))
-        for cache in (self.clusters, self.bindings, self.cluster_bindings):
-            await cache.wait_synced()
-        for name, obj in self.clusters.store.items():  # a condition left by an earlier term
-            if decision.no_execute_taints(obj) or _shows_guard(obj):
-                self.controller.enqueue(CLUSTER_KEY + name)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self.controller.run(), name=CONTROLLER)
-            group.create_task(self.evictions.run(), name=EVICTION_QUEUE)
-
     # --- events -------------------------------------------------------------
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_cluster(self, change: builder.Event) -> list[builder.Request]:
+        event, obj, old = change.type, change.obj, change.old
         name = str((obj.get("metadata") or {}).get("name"))
+        found: list[builder.Request] = []
         taints = decision.no_execute_taints(obj) if event != "DELETED" else ()
         if event == "DELETED" or taints != decision.no_execute_taints(old):
-            for key in sorted(self.on_cluster.get(name, ())):
-                self.controller.enqueue(key)
+            found.extend(sorted(self.on_cluster.get(name, ())))
         was = self.readiness.pop(name, None)
         if was is False:
             self.unhealthy -= 1
@@ -193,11 +177,12 @@ class TaintManager:
         before = self.guard
         self.guard = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
         if self.guard != before:
-            self._guard_changed(before)
+            found.extend(self._guard_changed(before))
         elif event != "DELETED" and (taints != decision.no_execute_taints(old)):
-            self.controller.enqueue(CLUSTER_KEY + name)  # tainted while held, or untainted
+            found.append(builder.Request("", name, CLUSTER_KIND))  # tainted while held, or not
+        return found
 
-    def _guard_changed(self, before: decision.Guard) -> None:
+    def _guard_changed(self, before: decision.Guard) -> list[builder.Request]:
         self._set_guard_metrics()
         if self.guard.held != before.held:
             if self._resume is not None:
@@ -218,20 +203,26 @@ class TaintManager:
                             decision.guard_message(self.guard, self.options.secondary_rate),
                             self.settle)
         if not self.synced:
-            return  # the initial list: run() looks at every Cluster once it is loaded
-        for name, obj in self.clusters.store.items():
-            if decision.no_execute_taints(obj) or _shows_guard(obj):
-                self.controller.enqueue(CLUSTER_KEY + name)
+            return []  # the initial list: every Cluster is looked at once it is loaded
+        return self._guard_conditions()
+
+    def _guard_conditions(self) -> list[builder.Request]:
+        return [builder.Request("", name, CLUSTER_KIND)
+                for name, obj in self.clusters.store.items()
+                if decision.no_execute_taints(obj) or _shows_guard(obj)]
+
+    def _queue_guard_conditions(self) -> None:
+        for request in self._guard_conditions():
+            self.controller.enqueue(request)
 
     def _set_guard_metrics(self) -> None:
         self.metrics.storm_guard.set(1 if self.guard.held else 0)
         self.metrics.unhealthy_fraction.set(self.guard.fraction)
 
-    def _on_binding(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def _on_binding(self, change: builder.Event) -> list[builder.Request]:
+        event, obj, old = change.type, change.obj, change.old
         meta_ = obj.get("metadata") or {}
-        key = vocabulary.BindingRef(not meta_.get("namespace"),
-                                          str(meta_.get("namespace") or ""),
-                                          str(meta_["name"])).key
+        key = builder.Request.of(obj)
         wanted = frozenset(decision.targets(obj)) if event != "DELETED" else frozenset()
         had = self.targets.get(key, frozenset())
         for name in had - wanted:
@@ -250,29 +241,28 @@ class TaintManager:
                 and _placement_marks(obj) == _placement_marks(old) \
                 and meta_.get("deletionTimestamp") == (old.get("metadata") or {}).get(
                     "deletionTimestamp"):
-            return  # a status write
+            return []  # a status write
         tainted = any(decision.no_execute_taints(self.clusters.store.get(name))
                       for name in wanted)
-        if tainted or key in self.due:
-            self.controller.enqueue(key)
+        return [key] if tainted or key in self.due else []
 
     # --- decisions ------------------------------------------------------------
 
-    def _binding(self, key: str) -> tuple[resources.Resource, dict[str, Any] | None]:
-        ref = vocabulary.BindingRef.parse(key)
+    def _binding(self, key: builder.Request) -> tuple[resources.Resource, dict[str, Any] | None]:
+        ref = vocabulary.BindingRef.at(key.namespace, key.name)
         if ref.cluster_scoped:
             return resources.CLUSTER_RESOURCE_BINDINGS, self.cluster_bindings.store.get(ref.name)
         return (resources.RESOURCE_BINDINGS,
                 self.bindings.store.get(f"{ref.namespace}/{ref.name}"))
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: builder.Request) -> None:
         if self.due.pop(key, None) is not None:
             self.metrics.eviction_queue_depth.set(len(self.due))
 
-    async def reconcile(self, key: str) -> reconcile.Result | None:
+    async def reconcile(self, key: builder.Request) -> reconcile.Result | None:
         """A binding: due -> the eviction queue; later -> again at the deadline."""
-        if key.startswith(CLUSTER_KEY):
-            await self._write_guard_condition(key[len(CLUSTER_KEY):])
+        if key.kind == CLUSTER_KIND:
+            await self._write_guard_condition(key.name)
             return None
         _, binding = self._binding(key)
         if binding is None:
@@ -297,7 +287,7 @@ class TaintManager:
 
     # --- evictions ------------------------------------------------------------
 
-    async def reconcile_eviction(self, key: str) -> None:
+    async def reconcile_eviction(self, key: builder.Request) -> None:
         """One binding's due evictions, in one write, when the pacer allows."""
         if key not in self.due:
             return
@@ -348,10 +338,7 @@ class TaintManager:
         spec = decision.evicted_spec(binding.get("spec") or {}, found.due, mode,
                                      self.clock.now().replace(microsecond=0))
         await self.api.update(resource, {**_with_kind(binding, resource), "spec": spec})
-        meta_ = binding.get("metadata") or {}
-        key = vocabulary.BindingRef(not meta_.get("namespace"),
-                                          str(meta_.get("namespace") or ""),
-                                          str(meta_["name"])).key
+        key = builder.Request.of(binding)
         self.metrics.evictions.labels(RESULT_SUCCESS, decision.EVICTION_REASON).inc(
             len(found.due))
         self.metrics.eviction_latency.observe(self.clock.monotonic() - since)
@@ -362,7 +349,8 @@ class TaintManager:
 
     async def _write_guard_condition(self, name: str) -> None:
         obj = self.clusters.store.get(name)
-        if obj is None or self.writer is None or not self.writer.writable:
+        writer = self.controller.writer(resources.CLUSTERS)
+        if obj is None or not writer.writable:
             return
         found = decision.guard_condition(obj, self.guard, self.options.secondary_rate)
         if found is None:
@@ -376,7 +364,7 @@ class TaintManager:
         if current is not None and current.to_dict() == kept[0].to_dict():
             return
         try:
-            await self.writer.write(name, {"conditions": [c.to_dict() for c in kept]})
+            await writer.write(name, {"conditions": [c.to_dict() for c in kept]})
         except errors.NotFound:
             return
         turned = current is None or current.status != wanted.status

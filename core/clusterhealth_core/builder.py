@@ -29,7 +29,8 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   (indexes and gauges that must follow each version).
 * ``resync(period)``: every object of the ``for_`` kind (or what a function
   names) is queued again each period -- one place, not a sleep loop per
-  controller.
+  controller; ``before`` is awaited first each period (a load balancer's own
+  resync).
 * ``status(resource, manager, fields)``: a status writer made once before the
   workers start (the server's schema decides how it writes), found with
   :meth:`Controller.writer`.
@@ -167,6 +168,7 @@ class Starting:
 
     resync: float | None = None
     resync_requests: Callable[[], Iterable[Request]] | None = None
+    resync_before: Wait | None = None
     statuses: tuple[StatusDeclaration, ...] = ()
     on_start: tuple[Hook, ...] = ()
     start_after: Wait | None = None
@@ -275,6 +277,8 @@ class Controller:
     async def _resync(self, period: float) -> None:
         while True:
             await self.clock.sleep(period)
+            if self.starting.resync_before is not None:
+                await self.starting.resync_before()
             for key in self._resync_keys():
                 self.runtime.enqueue(key)
 
@@ -358,11 +362,14 @@ class Builder:
         self._also.append(self._informer(source))
         return self
 
-    def resync(self, period: float,
-               requests: Callable[[], Iterable[Request]] | None = None) -> Builder:
-        """Queue every object of the ``for_`` kind (or ``requests()``) again each ``period``."""
+    def resync(self, period: float, requests: Callable[[], Iterable[Request]] | None = None,
+               before: Wait | None = None) -> Builder:
+        """Queue every object of the ``for_`` kind (or ``requests()``) again each ``period``.
+
+        ``before``: awaited each period before the requests are queued.
+        """
         self._starting = dataclasses.replace(self._starting, resync=period,
-                                             resync_requests=requests)
+                                             resync_requests=requests, resync_before=before)
         return self
 
     def status(self, resource: resources.Resource, field_manager: str, fields: frozenset[str],

@@ -1,14 +1,15 @@
 """The MultiClusterIngress controller: status, finalizer, and the load balancer.
 
-Keyed by MCI (``namespace/name``), on the core's controller runtime
-(:class:`clusterhealth_core.runtime.Controller`, named ``mci``).  An MCI is
+Keyed by MCI (``namespace/name``), declared with the core's builder
+(:mod:`clusterhealth_core.builder`, a controller named ``mci``).  An MCI is
 reconciled when it changes, when a Cluster's ``remedyActions`` change (the
 MCIs located there), when a referenced Service or its EndpointSlices change
 in any member, when an MCI it shares a host and path with changes, and on
-every resync.  A reconcile computes a :class:`~clusterhealth_mci.plan.Plan`
-from the caches, asks the provider to converge, and server-side-applies the
-status fields it owns (``serviceLocations``, ``trafficBlockClusters``,
-``loadBalancer`` and its conditions).  A finalizer makes sure deleting an MCI
+every resync (the builder's, after the provider's own resync).  A reconcile
+computes a :class:`~clusterhealth_mci.plan.Plan` from the caches, asks the
+provider to converge, and server-side-applies the status fields it owns
+(``serviceLocations``, ``trafficBlockClusters``, ``loadBalancer`` and its
+conditions).  A finalizer makes sure deleting an MCI
 removes its load-balancer configuration first.  Only MCIs of our ingress
 class are served.
 
@@ -48,9 +49,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clusterhealth_core import builder, runner, schema, status
 from clusterhealth_core import members as pool_members
 from clusterhealth_core import reconcile as runtime
-from clusterhealth_core import runner, schema, status
 from clusterhealth_core.api import mci as mci_api
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import informer, resources
@@ -102,6 +103,11 @@ secret_fields = informer.keep_fields("type", "data")
 """What it reads of a cluster Secret: the credentials."""
 
 
+def remedy_actions(obj: informer.Object) -> Any:
+    """A Cluster's ``status.remedyActions`` (what moves the MCIs located there)."""
+    return (obj.get("status") or {}).get("remedyActions")
+
+
 @dataclasses.dataclass(frozen=True)
 class ControllerSettings:
     """How the controller works."""
@@ -133,14 +139,13 @@ class SpecError(runtime.TerminalError):
         self.plan = decided
 
 
-class MCIController:
+class MCIController(builder.Declared):
     """Caches, the ``mci`` controller and the reconcile of MultiClusterIngresses."""
 
     def __init__(self, term: runner.Term, provider: base.Provider,
                  settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
         self.api = term.api
         self.term = term
-        self.writer: status.StatusWriter | None = None
         self.write_ports = True
         """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
@@ -169,10 +174,6 @@ class MCIController:
             recorder=term.recorder,
             missing_secret_hint=MISSING_READONLY_HINT if readonly else "")
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
-        self.controller = runtime.Controller(
-            CONTROLLER, self.reconcile, metrics=term.metrics.controllers, clock=self.clock,
-            settings=runtime.ControllerSettings(workers=settings.workers),
-            on_terminal=self.on_terminal)
         self.specs: dict[str, base.LoadBalancerSpec] = {}
         """What the provider serves, by MCI (the last spec it accepted)."""
         self.fail_open: dict[str, bool] = {}
@@ -186,8 +187,21 @@ class MCIController:
         self._missing: dict[str, tuple[str, ...]] = {}
         """MCI -> the backend Services last reported as found in no member."""
         self._ready = False
-        self.mcis.add_handler(self._on_mci)
-        self.clusters.add_handler(self._on_cluster)
+        declared = (
+            builder.Builder(CONTROLLER, term, workers=settings.workers)
+            .watches(self.mcis, self._mci_changed)
+            .watches(self.clusters, self._located_on, builder.changed(remedy_actions),
+                     observe=self._cluster_access)
+            .uses(self.secrets)
+            .start_after(self._start)
+            .resync(settings.resync_period, before=self._resync_provider)
+            .on_terminal(self.on_terminal))
+        if self.writes:  # a standby programs its load balancer only: the leader writes
+            declared.status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER,
+                            frozenset(OWNED_STATUS),
+                            frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
+            declared.on_start(self._check_ports)
+        self.controller = declared.complete(self.reconcile)
 
     @property
     def synced(self) -> bool:
@@ -196,17 +210,19 @@ class MCIController:
 
     # --- handlers -------------------------------------------------------------------------
 
-    def _on_mci(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = informer.key_of(obj)
+    def _mci_changed(self, event: builder.Event) -> list[builder.Request]:
+        """Index its routes and Services; the MCI, its route sharers and full MCIs are due."""
+        key = informer.key_of(event.obj)
         before = self._analysis.get(key)
-        after = None if event == "DELETED" else self._analyse(key, obj)
+        after = None if event.type == builder.DELETED else self._analyse(key, event.obj)
         self._index(key, before, after)
-        self.controller.enqueue(key)
+        due = [key]
         if (before is None or after is None or before.claims.keys() != after.claims.keys()
-                or self._holding(old) != self._holding(obj)):
-            self._enqueue_sharers(key, before, after)
-        if event == "DELETED" or obj["metadata"].get("deletionTimestamp"):
-            self._recheck_capacity()
+                or self._holding(event.old) != self._holding(event.obj)):
+            due += self._sharers(key, before, after)
+        if event.type == builder.DELETED or event.obj["metadata"].get("deletionTimestamp"):
+            due += self._recheck_capacity()
+        return [builder.Request.parse(k) for k in due]
 
     def _analyse(self, key: str, obj: Mapping[str, Any]) -> plan.Analysis:
         known = self._analysis.get(key)
@@ -236,35 +252,43 @@ class MCIController:
         return (obj is not None and self.ours(obj)
                 and not obj["metadata"].get("deletionTimestamp"))
 
+    def _sharers(self, key: str, *analyses: plan.Analysis | None) -> list[str]:
+        """The MCIs claiming a host and path that ``key`` claims (or claimed)."""
+        return [other for analysis in analyses
+                for entry in (analysis.claims if analysis is not None else ())
+                for other in self._claimants.get(entry, ()) if other != key]
+
     def _enqueue_sharers(self, key: str, *analyses: plan.Analysis | None) -> None:
         """Reconcile the MCIs claiming a host and path that ``key`` claims (or claimed)."""
-        for analysis in analyses:
-            for entry in analysis.claims if analysis is not None else ():
-                for other in self._claimants.get(entry, ()):
-                    if other != key:
-                        self.controller.enqueue(other)
+        for other in self._sharers(key, *analyses):
+            self._enqueue(other)
 
-    def _recheck_capacity(self) -> None:
-        """Slots are freed after their servers drain: look at full MCIs now and after that."""
-        for key, reason in self.failed.items():
-            if reason == CAPACITY_EXCEEDED:
-                self.controller.enqueue(key)
-                self.controller.enqueue_after(key, self.settings.drain_timeout + 1.0)
+    def _enqueue(self, key: str) -> None:
+        self.controller.enqueue(builder.Request.parse(key))
 
-    def _on_cluster(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        name = str(obj["metadata"]["name"])
-        if event != "MODIFIED" or self.pool.access(obj) != self.pool.access(old or {}):
-            self.members.mark(name, fresh=True)
-        before = ((old or {}).get("status") or {}).get("remedyActions")
-        after = (obj.get("status") or {}).get("remedyActions")
-        if event != "MODIFIED" or before != after:
-            for key, located in self._located.items():
-                if name in located:
-                    self.controller.enqueue(key)
+    def _recheck_capacity(self) -> list[str]:
+        """Slots are freed after their servers drain: full MCIs are due now and after that."""
+        full = [key for key, reason in self.failed.items() if reason == CAPACITY_EXCEEDED]
+        for key in full:
+            self.controller.enqueue_after(builder.Request.parse(key),
+                                          self.settings.drain_timeout + 1.0)
+        return full
+
+    def _cluster_access(self, event: builder.Event) -> None:
+        """A Cluster added, deleted, or reached otherwise: its member is checked again."""
+        if (event.type != builder.MODIFIED
+                or self.pool.access(event.obj) != self.pool.access(event.old or {})):
+            self.members.mark(str(event.obj["metadata"]["name"]), fresh=True)
+
+    def _located_on(self, event: builder.Event) -> list[builder.Request]:
+        """The MCIs located on a Cluster (whose ``remedyActions`` changed)."""
+        name = str(event.obj["metadata"]["name"])
+        return [builder.Request.parse(key) for key, located in self._located.items()
+                if name in located]
 
     def _service_changed(self, namespace: str, service: str) -> None:
         for key in self._by_service.get((namespace, service), ()):
-            self.controller.enqueue(key)
+            self._enqueue(key)
 
     def _member_changed(self, cluster: str, namespace: str, service: str) -> None:
         if namespace:
@@ -274,7 +298,7 @@ class MCIController:
 
     def _enqueue_all(self) -> None:
         for key in self.mcis.store:
-            self.controller.enqueue(key)
+            self._enqueue(key)
 
     # --- reconcile ------------------------------------------------------------------------
 
@@ -381,8 +405,9 @@ class MCIController:
         return (self._holding(obj) and analysis is not None and not analysis.error
                 and key not in self.failed)
 
-    async def reconcile(self, key: str) -> runtime.Result:
+    async def reconcile(self, request: builder.Request) -> runtime.Result:
         """Converge the load balancer and the status of one MCI."""
+        key = request.key
         obj = self.mcis.store.get(key)
         if obj is None:
             await self._delete(key, None)
@@ -452,7 +477,7 @@ class MCIController:
                     await self._timed("ensure_deleted",
                                       self.provider.ensure_load_balancer_deleted(loser))
                     self.specs.pop(loser, None)
-                    self.controller.enqueue(loser)
+                    self._enqueue(loser)
             except base.InvalidSpec as exc:
                 raise SpecError(INVALID_SPEC, _without_key(key, exc), decided) from exc
             except base.CapacityExceeded as exc:
@@ -472,8 +497,9 @@ class MCIController:
         if was != serving:
             self._enqueue_sharers(key, self._analysis.get(key))
 
-    async def on_terminal(self, key: str, error: runtime.TerminalError) -> None:
+    async def on_terminal(self, request: builder.Request, error: runtime.TerminalError) -> None:
         """Report an MCI that cannot be served: False condition, Warning Event, no retry."""
+        key = request.key
         obj = self.mcis.store.get(key)
         if obj is None:
             return
@@ -569,10 +595,10 @@ class MCIController:
         """Write the status fields this server declares (Karmada's MCI has no conditions)."""
         if not self.writes:
             return  # a standby: the leader writes the status
-        assert self.writer is not None  # made by run() before any reconcile
-        wanted = self.writer.supported(desired)
-        if self.writer.supported(current) != wanted:
-            await self.writer.write(str(obj["metadata"]["name"]), wanted,
+        writer = self.controller.writer(resources.MULTI_CLUSTER_INGRESSES)
+        wanted = writer.supported(desired)
+        if writer.supported(current) != wanted:
+            await writer.write(str(obj["metadata"]["name"]), wanted,
                                     namespace=str(obj["metadata"]["namespace"]))
 
     def _record_metrics(self, key: str, decided: plan.Plan,
@@ -591,14 +617,12 @@ class MCIController:
 
     # --- background -----------------------------------------------------------------------
 
-    async def _resync(self) -> None:
-        while True:
-            await self.clock.sleep(self.settings.resync_period)
-            try:
-                await self._timed("resync", self.provider.resync(list(self.specs.values())))
-            except (base.ProviderError, OSError) as exc:
-                log.warning("provider resync failed: %s", exc)
-            self._enqueue_all()
+    async def _resync_provider(self) -> None:
+        """The provider's own resync, before every MCI is queued again."""
+        try:
+            await self._timed("resync", self.provider.resync(list(self.specs.values())))
+        except (base.ProviderError, OSError) as exc:
+            log.warning("provider resync failed: %s", exc)
 
     def _initial_specs(self) -> list[base.LoadBalancerSpec]:
         """The specs of every MCI that can be served now (the older one of a conflict)."""
@@ -622,12 +646,10 @@ class MCIController:
         except (base.ProviderError, OSError) as exc:
             log.warning("initial provider resync failed (%s); reconciles will converge", exc)
 
-    async def _make_writer(self) -> None:
-        """The status writer (the leader's only), and whether ports can be written here."""
-        self.writer = await self.term.status_writer(
-            resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
-            frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
-        self.write_ports = port_status_writable(self.writer.kind)
+    def _check_ports(self) -> None:
+        """Whether ports can be written on this server (the leader's status writer says)."""
+        writer = self.controller.writer(resources.MULTI_CLUSTER_INGRESSES)
+        self.write_ports = port_status_writable(writer.kind)
         if not self.write_ports:
             log.warning("%s requires an error on every status.%s entry on this server: "
                         "%s writes the load balancer's addresses without their ports",
@@ -636,29 +658,23 @@ class MCIController:
             self.term.metrics.schema.unsupported.labels(
                 resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
 
+    async def _start(self) -> None:
+        """Before the workers: the bindings and the members loaded, the load balancer resynced."""
+        if await self.bindings.detect():
+            await self.bindings.start().wait_synced()
+        await self.members.start()
+        await self.members.wait_loaded(self.settings.member_load_timeout)
+        await self._initial_resync()
+        self._ready = True
+        self._enqueue_all()
+
     async def run(self) -> None:
-        """Run until cancelled: load the caches, resync the load balancer, reconcile."""
-        tasks: list[asyncio.Task[None]] = []
+        """Run until cancelled, the member clients kept tidy beside; then close them."""
         try:
-            if self.writes:
-                await self._make_writer()
-            for cache in (self.mcis, self.clusters, self.secrets):
-                await cache.wait_synced()
-            if await self.bindings.detect():
-                await self.bindings.start().wait_synced()
-            await self.members.start()
-            await self.members.wait_loaded(self.settings.member_load_timeout)
-            await self._initial_resync()
-            self._ready = True
-            self._enqueue_all()
-            tasks = [asyncio.create_task(self.controller.run(), name="mci-workers"),
-                     asyncio.create_task(self.pool.run(), name="mci-member-clients"),
-                     asyncio.create_task(self._resync(), name="mci-resync")]
-            await asyncio.gather(*tasks)
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.pool.run(), name="mci-member-clients")
+                group.create_task(self.controller.run(), name=CONTROLLER)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await self.members.close()
             await self.pool.close()
 

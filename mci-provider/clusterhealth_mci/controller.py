@@ -103,11 +103,6 @@ secret_fields = informer.keep_fields("type", "data")
 """What it reads of a cluster Secret: the credentials."""
 
 
-def remedy_actions(obj: informer.Object) -> Any:
-    """A Cluster's ``status.remedyActions`` (what moves the MCIs located there)."""
-    return (obj.get("status") or {}).get("remedyActions")
-
-
 @dataclasses.dataclass(frozen=True)
 class ControllerSettings:
     """How the controller works."""
@@ -190,7 +185,8 @@ class MCIController(builder.Declared):
         declared = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
-            .watches(self.clusters, self._located_on, builder.changed(remedy_actions),
+            .watches(self.clusters, self._located_on,  # what moves the MCIs located there:
+                     builder.changed(lambda c: (c.get("status") or {}).get("remedyActions")),
                      observe=self._cluster_access)
             .uses(self.secrets)
             .start_after(self._start)

@@ -195,6 +195,33 @@ async def test_resync_queues_every_object_of_the_for_kind_each_period() -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+
+@testkit.fake_time
+async def test_resync_awaits_its_before_step_each_period_before_the_requests() -> None:
+    primary = FakeInformer()
+    primary.store = {"a": obj("a")}
+    primary.loaded.set()
+    seen: list[str] = []
+
+    async def before() -> None:
+        await asyncio.sleep(0.01)  # the requests wait for it
+        seen.append("before")
+
+    async def reconcile_one(request: builder.Request) -> None:
+        seen.append(request.name)
+
+    built = (builder.Builder("resync", term()).for_(cast(informer.Informer, primary))
+             .resync(0.05, before=before).complete(reconcile_one))
+    task = asyncio.create_task(built.run())
+    try:
+        async with asyncio.timeout(5):
+            while len(seen) < 4:
+                await asyncio.sleep(0.01)
+        assert seen[:4] == ["before", "a", "before", "a"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
 def test_a_controller_that_watches_nothing_is_refused() -> None:
     with pytest.raises(ValueError, match="watches nothing"):
         builder.Builder("empty", term()).complete(lambda r: asyncio.sleep(0))

@@ -118,10 +118,7 @@ class Controller(builder.Declared):
     """
 
     def __init__(self, context: Context) -> None:
-        self.term = context.term
-        self.api = context.term.api
-        self.clock = context.term.clock
-        self.recorder = context.term.recorder
+        super().__init__(context.term)
         self.metrics = context.metrics
 
 

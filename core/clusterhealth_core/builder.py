@@ -33,7 +33,7 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   resync).
 * ``status(resource, manager, fields)``: a status writer made once before the
   workers start (the server's schema decides how it writes), found with
-  :meth:`Controller.writer`.
+  :meth:`Controller.writer`; none in a standby's term, which never writes.
 * ``on_start(hook)`` runs once every cache has loaded, before the workers
   (what the first pass queues); ``start_after(wait)`` holds the workers until
   ``wait()`` returns (a status that needs another queue's first pass).
@@ -298,7 +298,7 @@ class Controller:
         Until cancelled: the ``on_start`` hooks run once the caches have loaded, the
         workers once ``start_after`` returned, the resync beside them.
         """
-        for declared in self.starting.statuses:
+        for declared in self.starting.statuses if self.term.writes else ():
             key = (declared.resource.plural, declared.field_manager)
             self.writers[key] = await self.term.status_writer(
                 declared.resource, declared.field_manager, declared.fields,
@@ -374,7 +374,7 @@ class Builder:
 
     def status(self, resource: resources.Resource, field_manager: str, fields: frozenset[str],
                condition_types: frozenset[str] = frozenset()) -> Builder:
-        """A status writer of ``resource``, made before the workers start."""
+        """A status writer of ``resource``, made before the workers start (if the term writes)."""
         declared = StatusDeclaration(resource, field_manager, fields, condition_types)
         self._starting = dataclasses.replace(
             self._starting, statuses=(*self._starting.statuses, declared))
@@ -419,6 +419,13 @@ class Declared:
 
     controller: Controller
     controllers: tuple[Controller, ...] = ()
+
+    def __init__(self, term: runner.Term) -> None:
+        """The term's client, clock and Event recorder, taken once for every controller."""
+        self.term = term
+        self.api = term.api
+        self.clock = term.clock
+        self.recorder = term.recorder
 
     def _declared(self) -> tuple[Controller, ...]:
         return self.controllers or (self.controller,)

@@ -139,8 +139,7 @@ class MCIController(builder.Declared):
 
     def __init__(self, term: runner.Term, provider: base.Provider,
                  settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
-        self.api = term.api
-        self.term = term
+        super().__init__(term)
         self.write_ports = True
         """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
@@ -148,8 +147,6 @@ class MCIController(builder.Declared):
         """False in a standby (``--standby-programs``): the load balancer only, no writes."""
         self.settings = settings
         self.metrics = mci_metrics
-        self.clock = term.clock
-        self.recorder = term.recorder
         self.mcis = term.informers.informer(resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_fields)
         readonly = settings.member_credentials == pool_members.READONLY
@@ -182,22 +179,20 @@ class MCIController(builder.Declared):
         self._missing: dict[str, tuple[str, ...]] = {}
         """MCI -> the backend Services last reported as found in no member."""
         self._ready = False
-        declared = (
+        self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
             .watches(self.clusters, self._located_on,  # what moves the MCIs located there:
                      builder.changed(lambda c: (c.get("status") or {}).get("remedyActions")),
                      observe=self._cluster_access)
             .uses(self.secrets)
+            .status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
+                    frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))  # the leader's only
+            .on_start(self._check_ports)
             .start_after(self._start)
             .resync(settings.resync_period, before=self._resync_provider)
-            .on_terminal(self.on_terminal))
-        if self.writes:  # a standby programs its load balancer only: the leader writes
-            declared.status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER,
-                            frozenset(OWNED_STATUS),
-                            frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))
-            declared.on_start(self._check_ports)
-        self.controller = declared.complete(self.reconcile)
+            .on_terminal(self.on_terminal)
+            .complete(self.reconcile))
 
     @property
     def synced(self) -> bool:
@@ -644,6 +639,8 @@ class MCIController(builder.Declared):
 
     def _check_ports(self) -> None:
         """Whether ports can be written on this server (the leader's status writer says)."""
+        if not self.writes:
+            return  # a standby's term makes no status writer
         writer = self.controller.writer(resources.MULTI_CLUSTER_INGRESSES)
         self.write_ports = port_status_writable(writer.kind)
         if not self.write_ports:

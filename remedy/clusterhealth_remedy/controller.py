@@ -178,8 +178,7 @@ class RemedyController(builder.Declared):
         settings: ControllerSettings,
         remedy_metrics: metrics.RemedyMetrics,
     ) -> None:
-        self.recorder = term.recorder
-        self.clock = term.clock
+        super().__init__(term)
         self.settings = settings
         self.metrics = remedy_metrics
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_transform)

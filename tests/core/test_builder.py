@@ -111,6 +111,7 @@ def term() -> runner.Term:
     metrics = types.SimpleNamespace(
         controllers=reconcile.ControllerMetrics(prometheus_client.CollectorRegistry()))
     return cast(runner.Term, types.SimpleNamespace(clock=clocks.Clock(), metrics=metrics,
+                                                   api=None, recorder=None, writes=True,
                                                    informers=None))
 
 
@@ -254,7 +255,8 @@ async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
     exec(compile(source, "docs/core.md", "exec"), module.__dict__)
     factory, api, fake = FakeFactory(), FakeApi(), term()
     fake_term = cast(runner.Term, types.SimpleNamespace(
-        api=api, informers=factory, clock=fake.clock, metrics=fake.metrics))
+        api=api, informers=factory, clock=fake.clock, metrics=fake.metrics, recorder=None,
+        writes=True))
     made = module.MembersConfigMap(fake_term)
     for cache in factory.made.values():
         cache.loaded.set()
@@ -286,7 +288,8 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
 
     fake = term()
     fake_term = cast(runner.Term, types.SimpleNamespace(
-        clock=fake.clock, metrics=fake.metrics, informers=None, status_writer=status_writer))
+        clock=fake.clock, metrics=fake.metrics, informers=None, status_writer=status_writer,
+        api=None, recorder=None, writes=True))
 
     async def reconcile_one(request: builder.Request) -> None:
         done.append(request)
@@ -308,7 +311,7 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
     class Both(builder.Declared):
         controllers = (built, fed)
 
-    both = Both()
+    both = Both(fake_term)
     task = asyncio.create_task(both.run())
     try:
         await asyncio.sleep(0.02)

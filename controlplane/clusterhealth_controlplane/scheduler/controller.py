@@ -151,10 +151,7 @@ class Scheduler(builder.Declared):
 
     def __init__(self, term: runner.Term, settings: ControllerSettings,
                  scheduler_metrics: metrics.SchedulerMetrics) -> None:
-        self.api = term.api
-        self.term = term
-        self.clock = term.clock
-        self.recorder = term.recorder
+        super().__init__(term)
         self.settings = settings
         self.metrics = scheduler_metrics
         self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)

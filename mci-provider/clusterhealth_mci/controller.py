@@ -315,13 +315,8 @@ class MCIController(builder.Declared):
         self._forget(key)
         finalizers_now = (obj["metadata"].get("finalizers") or []) if obj is not None else []
         if obj is not None and self.writes and FINALIZER in finalizers_now:
-            finalizers = [f for f in obj["metadata"]["finalizers"] if f != FINALIZER]
-            await self.api.patch(
-                resources.MULTI_CLUSTER_INGRESSES, obj["metadata"]["name"],
-                [{"op": "test", "path": "/metadata/resourceVersion",
-                  "value": obj["metadata"]["resourceVersion"]},
-                 {"op": "replace", "path": "/metadata/finalizers", "value": finalizers}],
-                namespace=obj["metadata"]["namespace"], patch_type="json")
+            await self._patch_finalizers(
+                obj, "replace", [f for f in obj["metadata"]["finalizers"] if f != FINALIZER])
 
     def _forget(self, key: str) -> None:
         self.specs.pop(key, None)
@@ -333,12 +328,17 @@ class MCIController(builder.Declared):
         self.metrics.forget(key)
 
     async def _add_finalizer(self, obj: Mapping[str, Any]) -> None:
-        finalizers = [*(obj["metadata"].get("finalizers") or []), FINALIZER]
+        await self._patch_finalizers(
+            obj, "add", [*(obj["metadata"].get("finalizers") or []), FINALIZER])
+
+    async def _patch_finalizers(self, obj: Mapping[str, Any], op: str,
+                                finalizers: list[str]) -> None:
+        """Set the MCI's finalizers, guarded by the cached resourceVersion (a JSON patch)."""
         await self.api.patch(
             resources.MULTI_CLUSTER_INGRESSES, obj["metadata"]["name"],
             [{"op": "test", "path": "/metadata/resourceVersion",
               "value": obj["metadata"]["resourceVersion"]},
-             {"op": "add", "path": "/metadata/finalizers", "value": finalizers}],
+             {"op": op, "path": "/metadata/finalizers", "value": finalizers}],
             namespace=obj["metadata"]["namespace"], patch_type="json")
 
     def make_plan(self, obj: Mapping[str, Any], model: mci_api.MultiClusterIngress) -> plan.Plan:

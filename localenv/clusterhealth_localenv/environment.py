@@ -81,7 +81,7 @@ _CLUSTER_ROLES = resources.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", 
 _CLUSTER_ROLE_BINDINGS = resources.Resource(_RBAC, "v1", "clusterrolebindings",
                                             "ClusterRoleBinding", False)
 ETCD_PREFIX = "/clusterhealth"
-BARE_SERVICE_RANGE = "198.18.0.0/24"
+BARE_SERVICE_RANGE = "198.18.0.0/20"
 """``--service-cluster-ip-range`` of an API server without Nodes (RFC 2544, never 10/8).
 
 No Pod or kube-proxy is there, so nothing connects to these addresses; the

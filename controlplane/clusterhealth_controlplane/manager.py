@@ -57,6 +57,7 @@ class Context:
     _discovery: discovery.Discovery | None = None
     _member_objects: members.MemberKinds | None = None
 
+    # (above ``members``: below it, that name in this class body is the property, not the module)
     @property
     def member_objects(self) -> members.MemberKinds:
         """Watches on the objects Works put in the members, shared by the term's controllers.

@@ -188,6 +188,8 @@ class Implementation:
     probe: str
     window: float | None = None
     """Measure this many seconds after the taint, not until every binding is evicted."""
+    tree: pathlib.Path | None = None
+    """Another checkout whose sources the process runs (``--baseline-tree``); None: this one."""
 
 
 def ours(workers: int) -> Implementation:
@@ -236,7 +238,7 @@ def start(impl: Implementation, env: environment.LocalEnvironment, port: int,
     """Start one taint manager, its output appended to ``log``."""
     with log.open("ab") as out:
         return subprocess.Popen(impl.argv(env, port), stdout=out, stderr=subprocess.STDOUT,
-                                env=runtime.child_env())
+                                env=runtime.child_env(impl.tree))
 
 
 async def wait_ready(proc: subprocess.Popen[bytes], url: str, log: pathlib.Path) -> None:
@@ -329,12 +331,20 @@ def figures_for(impls: Sequence[Implementation], runs: dict[str, list[Run]], bin
                                          tuple(r.seconds for r in done), "s"))
         figures.append(report.Figure(f"{impl.label}: taint to the first eviction",
                                      tuple(r.first for r in done), "s"))
+    if runs.get("ours") and runs.get("baseline"):
+        figures.append(runtime.before_after(
+            "taint to every binding evicted", [r.seconds for r in runs["ours"]],
+            [r.seconds for r in runs["baseline"]]))
     return figures
 
 
 async def measure(options: argparse.Namespace, karmada_dir: binaries.KarmadaBinaries | None
                   ) -> tuple[list[report.Figure], list[str], dict[str, str]]:
     impls = [ours(options.workers)]
+    if options.baseline_tree is not None:
+        impls.append(dataclasses.replace(
+            ours(options.workers), name="baseline", tree=options.baseline_tree,
+            label=f"ours from {options.baseline_tree} ({options.workers} eviction workers)"))
     if karmada_dir is not None:
         impls.append(karmada(karmada_dir.controller_manager, shipped=False, window=0))
         if options.shipped_window > 0:
@@ -390,8 +400,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="measure our taint manager alone")
     parser.add_argument("--shipped-window", type=float, default=60.0,
                         help="seconds to measure Karmada as shipped over (0: not at all)")
+    parser.add_argument("--baseline-tree", type=pathlib.Path, default=None,
+                        help="also run our taint manager from this checkout (before a change), "
+                             "alternating, and report this tree's times over its")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
+    runtime.baseline_tree(parser, options.baseline_tree)
     if options.clusters < 2 or options.bindings < 1:
         parser.error("need at least 2 clusters and 1 binding")
     karmada_dir = None

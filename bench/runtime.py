@@ -11,14 +11,16 @@ once per set of dependencies and cached beside the binaries.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import pathlib
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 
-from bench import takeover
+from bench import report, takeover
 
 EXTRA: tuple[str, ...] = ()
 
@@ -53,8 +55,27 @@ def python(extra: tuple[str, ...] = EXTRA) -> str:
     return str(interpreter)
 
 
-def child_env() -> dict[str, str]:
-    """PYTHONPATH with the project's sources and the repository (for ``bench.*``)."""
+def child_env(tree: pathlib.Path | None = None) -> dict[str, str]:
+    """PYTHONPATH with the project's sources and the repository (for ``bench.*``).
+
+    With ``tree`` (a benchmark's ``--baseline-tree``: another checkout, before
+    the change measured), the product's sources come from that checkout.
+    """
     env = takeover.child_env()
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(takeover.REPO)])
+    sources = env["PYTHONPATH"] if tree is None else os.pathsep.join(
+        str(tree / folder) for folder in takeover.SOURCE_FOLDERS)
+    env["PYTHONPATH"] = os.pathsep.join([sources, str(takeover.REPO)])
     return env
+
+
+def baseline_tree(parser: argparse.ArgumentParser, tree: pathlib.Path | None) -> None:
+    """Refuse a ``--baseline-tree`` that is not a checkout of this project (exit 2)."""
+    if tree is not None and not all((tree / f).is_dir() for f in takeover.SOURCE_FOLDERS):
+        parser.error(f"--baseline-tree {tree}: not a checkout of this project (it needs "
+                     f"{', '.join(takeover.SOURCE_FOLDERS)})")
+
+
+def before_after(label: str, mine: Sequence[float], before: Sequence[float]) -> report.Figure:
+    """``mine / before`` per round (both measured in the same run, alternating)."""
+    return report.Figure(f"{label}, this tree / --baseline-tree (per round)",
+                         tuple(m / b for m, b in zip(mine, before, strict=False)), "x")

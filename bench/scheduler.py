@@ -259,6 +259,8 @@ class Implementation:
     name: str
     label: str
     argv: Callable[[environment.LocalEnvironment], list[str]]
+    tree: pathlib.Path | None = None
+    """Another checkout whose sources the process runs (``--baseline-tree``); None: this one."""
 
 
 def ours(workers: int) -> Implementation:
@@ -294,12 +296,10 @@ def karmada(binary: pathlib.Path, *, shipped: bool) -> Implementation:
 def start(impl: Implementation, env: environment.LocalEnvironment,
           log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start one scheduler process, its output appended to ``log``."""
-    child = takeover.child_env()
     # the repository root too: the bare writer lives in bench/
-    child["PYTHONPATH"] = os.pathsep.join([str(takeover.REPO), child["PYTHONPATH"]])
     with log.open("ab") as out:
         return subprocess.Popen(impl.argv(env), stdout=out, stderr=subprocess.STDOUT,
-                                env=child)
+                                env=runtime.child_env(impl.tree))
 
 
 async def run_once(env: environment.LocalEnvironment, api: kube.ApiClient,
@@ -454,6 +454,16 @@ def figures_for(impls: Sequence[Implementation], runs: dict[str, list[Run]], bin
                           "MiB"),
         ]
     mine = runs.get("ours") or []
+    if mine and runs.get("baseline"):
+        before = runs["baseline"]
+        figures += [
+            runtime.before_after("wall time to every placement written",
+                                 [r.seconds for r in mine], [r.seconds for r in before]),
+            runtime.before_after("wall time to every status current",
+                                 [r.status for r in mine], [r.status for r in before]),
+            runtime.before_after("CPU until every placement",
+                                 [r.cpu for r in mine], [r.cpu for r in before]),
+        ]
     if mine and runs.get("bare"):
         # per round: our placement rate over the floor's measured next to it
         share = tuple(floor.seconds / own.seconds
@@ -485,6 +495,10 @@ def figures_for(impls: Sequence[Implementation], runs: dict[str, list[Run]], bin
 async def measure(options: argparse.Namespace, karmada_binary: pathlib.Path | None
                   ) -> tuple[list[report.Figure], list[Equality]]:
     impls: list[Implementation] = [ours(options.workers)]
+    if options.baseline_tree is not None:
+        impls.append(dataclasses.replace(
+            ours(options.workers), name="baseline", tree=options.baseline_tree,
+            label=f"ours from {options.baseline_tree} ({options.workers} workers)"))
     if options.floor:
         impls.append(bare(options.workers))
     if karmada_binary is not None:
@@ -569,8 +583,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "(qps 40, burst 60): slow, about 3 writes per binding")
     parser.add_argument("--placements", type=pathlib.Path, default=None,
                         help="write every run's placements here (JSON)")
+    parser.add_argument("--baseline-tree", type=pathlib.Path, default=None,
+                        help="also run our scheduler from this checkout (before a change), "
+                             "alternating, and report this tree's times over its")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
+    runtime.baseline_tree(parser, options.baseline_tree)
     if options.clusters < SHARD or options.bindings < 1:
         parser.error(f"need at least {SHARD} clusters and 1 binding")
     binary = karmada_scheduler(options) if options.karmada else None

@@ -15,13 +15,16 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from clusterhealth_controlplane import memberobjects, metrics, options
+from clusterhealth_controlplane import metrics, options, vocabulary
 from clusterhealth_core import builder, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, informer, resources
 
 CLUSTER_SECRET_NAMESPACE = "karmada-cluster"
 """Where Karmada keeps the members' credential Secrets (``Cluster.spec.secretRef``)."""
+
+MANAGED_SELECTOR = f"{vocabulary.MANAGED}=true"
+"""The member objects Works made (:attr:`Context.member_objects` watches only those)."""
 
 
 def secret_fields(obj: informer.Object) -> informer.Object:
@@ -52,7 +55,24 @@ class Context:
     ``--member-concurrent-requests``)."""
     _members: members.MemberClients | None = None
     _discovery: discovery.Discovery | None = None
-    _member_objects: memberobjects.MemberObjects | None = None
+    _member_objects: members.MemberKinds | None = None
+
+    # (above ``members``: below it, that name in this class body is the property, not the module)
+    @property
+    def member_objects(self) -> members.MemberKinds:
+        """Watches on the objects Works put in the members, shared by the term's controllers.
+
+        The execution controller puts back member objects changed or deleted by
+        hand and the work-status controller reports their status: both read the
+        same informers, one per member and kind a Work carries there (started
+        when a Work first does), on the objects labelled ``karmada.io/managed=true``
+        only; :class:`~clusterhealth_core.members.MemberKinds` says what a new
+        client or a deleted Cluster does to them.
+        """
+        if self._member_objects is None:
+            self._member_objects = members.MemberKinds(
+                self.members, clock=self.term.clock, label_selector=MANAGED_SELECTOR)
+        return self._member_objects
 
     @property
     def members(self) -> members.MemberClients:
@@ -73,14 +93,6 @@ class Context:
         if self._discovery is None:
             self._discovery = discovery.Discovery(self.term.api)
         return self._discovery
-
-    @property
-    def member_objects(self) -> memberobjects.MemberObjects:
-        """Watches on the objects Works put in the members, shared by the term's controllers."""
-        if self._member_objects is None:
-            self._member_objects = memberobjects.MemberObjects(self.members,
-                                                               clock=self.term.clock)
-        return self._member_objects
 
     async def run(self) -> None:
         """Keep the member clients tidy until cancelled (deleted Clusters, replaced clients)."""

@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import events, retry
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import config, errors, informer, resources
+from clusterhealth_core.kube import config, discovery, errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -628,3 +628,136 @@ class MemberInformers(Generic[W]):
         for watched in self.active.values():
             await watched.stop()
         self.active.clear()
+
+
+# --- informers on kinds asked for, in the members -----------------------------------------
+
+ObjectListener = Callable[[str, str, dict[str, Any] | None, dict[str, Any] | None], None]
+"""``listener(cluster, event, obj, old)`` of :class:`MemberKinds`; ``event`` "" (with no
+objects) means: everything of that member may have changed (its client was replaced)."""
+
+
+class Kinds(Watched):
+    """One member's informers on the kinds asked for (:meth:`watch`), all on one label selector.
+
+    Kinds are resolved through the member's own :attr:`discovery`; every event of every
+    informer goes to ``emit(cluster, event, obj, old)``.
+    """
+
+    def __init__(self, name: str, api: kube.ApiClient, *, settings: informer.InformerSettings,
+                 clock: clocks.Clock, label_selector: str | None,
+                 emit: ObjectListener) -> None:
+        super().__init__(name, api, settings=settings, clock=clock)
+        self.discovery = discovery.Discovery(api)
+        self.label_selector = label_selector
+        self._emit = emit
+
+    def watch(self, resource: resources.Resource) -> informer.Informer:
+        """The informer on ``resource`` (made, with its handler, on first use)."""
+        before = len(self.factory.informers)
+        made = self.factory.informer(resource, label_selector=self.label_selector)
+        if len(self.factory.informers) != before:
+            made.add_handler(lambda event, obj, old: self._emit(self.name, event, obj, old))
+            log.info("member %s: watching %s", self.name, resource.plural)
+        return made
+
+    def get(self, resource: resources.Resource, namespace: str | None,
+            name: str) -> dict[str, Any] | None:
+        """The cached object, if ``resource`` is watched and the object there."""
+        for cache in self.factory.informers:
+            if cache.resource == resource:
+                return cache.store.get(f"{namespace}/{name}" if namespace else name)
+        return None
+
+
+class MemberKinds(MemberInformers[Kinds]):
+    """:class:`MemberInformers` started on demand: a member's :class:`Kinds`, kind by kind.
+
+    Nothing is watched until a caller asks (:meth:`client`, :meth:`resource`,
+    :meth:`watch`): then that member gets a :class:`Kinds` on the pool's
+    current client, and an informer per kind asked for.  When the pool
+    replaces the member's client, the listeners hear ``(cluster, "", None,
+    None)`` at once and the informers move onto the new client the next time
+    a caller asks (the old ones stop then, the new ones load afresh).  A
+    forgotten Cluster's informers stop.  A client that cannot be built is the
+    caller's error: there is no background retry and no Event here.
+    """
+
+    def __init__(self, pool: MemberClients, *, clock: clocks.Clock,
+                 label_selector: str | None = None,
+                 settings: informer.InformerSettings | None = None) -> None:
+        self.settings = settings or informer.InformerSettings()
+        self.label_selector = label_selector
+        self._listeners: list[ObjectListener] = []
+        super().__init__(pool, self._make, clock=clock,
+                         on_change=lambda name: self._emit(name, "", None, None))
+
+    def _make(self, name: str, api: kube.ApiClient) -> Kinds:
+        return Kinds(name, api, settings=self.settings, clock=self.clock,
+                     label_selector=self.label_selector, emit=self._emit)
+
+    def add_listener(self, listener: ObjectListener) -> None:
+        """Hear every change of a watched member object (and every replaced client)."""
+        self._listeners.append(listener)
+
+    def _emit(self, cluster: str, event: str, obj: dict[str, Any] | None,
+              old: dict[str, Any] | None) -> None:
+        for listener in self._listeners:
+            try:
+                listener(cluster, event, obj, old)
+            except Exception:  # one listener's bug must not starve the others
+                log.exception("member object listener failed for %s", cluster)
+
+    def mark(self, name: str, *, fresh: bool = False) -> None:
+        """The pool invalidated ``name``'s client: tell the listeners; rebuild when asked."""
+        self.on_change(name)
+
+    def _on_secret(self, event: str, obj: dict[str, Any], old: object) -> None:
+        """Nothing: the pool invalidates the client of a changed Secret (:meth:`mark`)."""
+
+    async def start(self) -> None:
+        """Nothing to start: a member is watched once a caller asks for it."""
+        self._started = True
+
+    async def _forgotten(self, name: str) -> None:
+        watched = self.active.pop(name, None)
+        if watched is not None:
+            await watched.stop()
+
+    async def client(self, cluster: Mapping[str, Any]) -> kube.ApiClient:
+        """The member's client (its informers moved onto it if the pool replaced the last)."""
+        return (await self._member(cluster)).api
+
+    async def _member(self, cluster: Mapping[str, Any]) -> Kinds:
+        name = str(cluster["metadata"]["name"])
+        api = await self.pool.get(cluster)
+        current = self.active.get(name)
+        if current is not None and current.api is api:
+            return current
+        made = self.active[name] = self._make(name, api)
+        made.active = True
+        made.factory.start()
+        if current is not None:  # replaced before stopping: a concurrent caller sees the new one
+            log.info("member %s: new client, restarting its object watches", name)
+            for old in current.factory.informers:
+                made.watch(old.resource)
+            await current.stop()
+            self.on_change(name)
+            await self.pool.release_retired()  # the old client may be unused now
+        return made
+
+    async def resource(self, cluster: Mapping[str, Any], api_version: str,
+                       kind: str) -> resources.Resource:
+        """The member's resource for ``kind``; :class:`discovery.NotServed` if it has none."""
+        return await (await self._member(cluster)).discovery.resource(api_version, kind)
+
+    async def watch(self, cluster: Mapping[str, Any],
+                    resource: resources.Resource) -> informer.Informer:
+        """The member's informer on ``resource`` (started on first use)."""
+        return (await self._member(cluster)).watch(resource)
+
+    def get(self, cluster: str, resource: resources.Resource, namespace: str | None,
+            name: str) -> dict[str, Any] | None:
+        """The cached member object, if watched and present."""
+        member = self.active.get(cluster)
+        return member.get(resource, namespace, name) if member is not None else None

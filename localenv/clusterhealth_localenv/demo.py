@@ -379,7 +379,7 @@ class Demo:
         """Per member a dnsmasq and an agent per Node; the Remedy controller and its Remedy."""
         for member in MEMBERS:
             server = dns.DnsServer("127.0.0.1", records={
-                "kubernetes.default.svc.cluster.local": "10.96.0.1"},
+                "kubernetes.default.svc.cluster.local": "198.18.0.1"},
                 log_dir=self.logs / f"{member}-dns")
             self.stack.push_async_callback(server.stop_async)
             await server.start_async()

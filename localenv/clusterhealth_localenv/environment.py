@@ -81,6 +81,14 @@ _CLUSTER_ROLES = resources.Resource(_RBAC, "v1", "clusterroles", "ClusterRole", 
 _CLUSTER_ROLE_BINDINGS = resources.Resource(_RBAC, "v1", "clusterrolebindings",
                                             "ClusterRoleBinding", False)
 ETCD_PREFIX = "/clusterhealth"
+BARE_SERVICE_RANGE = "198.18.0.0/20"
+"""``--service-cluster-ip-range`` of an API server without Nodes (RFC 2544, never 10/8).
+
+No Pod or kube-proxy is there, so nothing connects to these addresses; the
+range is apart from the Nodes' (198.18.64.0/18), the test hosts'
+(198.18.128.0/17) and the pod networks' (198.19.0.0/16)."""
+BARE_KUBERNETES_SERVICE = "198.18.0.1"
+"""The ClusterIP of ``default/kubernetes`` there (the range's first address)."""
 """Every API server of the environment keeps its objects under ``/clusterhealth/<name>``."""
 
 StartError = processes.StartError
@@ -501,7 +509,7 @@ class LocalEnvironment:
         port = free_port(host)
         node_env = self.node_env
         with_nodes = node_env is not None and node_env.has_nodes(name)
-        ips = [host, "10.96.0.1"] if node_env is None else node_env.serving_ips(name)
+        ips = [host, BARE_KUBERNETES_SERVICE] if node_env is None else node_env.serving_ips(name)
         serving = self.ca.serving(
             f"{name}-apiserver", ips,
             ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -545,7 +553,7 @@ class LocalEnvironment:
             argv += node_env.apiserver_flags(name, directory, self.ca)
         else:
             # No Pods run here, so none needs a service-account token mounted.
-            services = "10.96.0.0/16" if node_env is None else node_env.service_range(name)
+            services = BARE_SERVICE_RANGE if node_env is None else node_env.service_range(name)
             argv += ["--authorization-mode=RBAC", f"--service-cluster-ip-range={services}",
                      "--disable-admission-plugins=ServiceAccount"]
         if name == CONTROL_PLANE and self._front_proxy is not None:

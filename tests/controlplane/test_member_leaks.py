@@ -38,7 +38,7 @@ import pytest
 
 import testkit
 from clusterhealth_controlplane import controllers as table
-from clusterhealth_controlplane import manager, memberobjects, options, vocabulary
+from clusterhealth_controlplane import manager, options, vocabulary
 from clusterhealth_controlplane.clusterstatus import controller as clusterstatus
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import election, members, runner
@@ -173,7 +173,7 @@ class Controllers:
         return part
 
     @property
-    def objects(self) -> memberobjects.MemberObjects:
+    def objects(self) -> members.MemberKinds:
         return self.context.member_objects
 
     @property
@@ -191,7 +191,7 @@ class Controllers:
         return {
             "plane pool": self.context.members.size, "lb pool": self.mci.pool.size,
             "status caches": ours(self.status.caches), "status memory": ours(self.status.memory),
-            "member objects": ours(self.objects._members),
+            "member objects": ours(self.objects.active),
             "lb caches": ours(self.mci.members.active) + ours(self.mci.members._pending),
         }
 
@@ -380,7 +380,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
 
             def plane_users(api: kube.ApiClient) -> bool:
                 caches = running.status.caches.get(name)
-                objects = running.objects._members.get(name)
+                objects = running.objects.active.get(name)
                 return (caches is not None and caches.api is api and caches.nodes.synced
                         and objects is not None and objects.api is api)
 

@@ -16,6 +16,7 @@ import time
 import nodekit
 import pytest
 
+import testkit
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import binaries, coredns, environment, folderimages, nodenet
@@ -46,14 +47,24 @@ async def test_each_node_keeps_its_rules_and_bridge_to_itself(
         node_env: environment.LocalEnvironment) -> None:
     """kube-proxy's nftables table and the CNI bridge are in each Node, not on this machine."""
     cluster = node_env.node_cluster(MEMBER)
+    dns = cluster.plan.dns_service(cluster.index)
+    rule = re.compile(rf"{re.escape(dns)} \. (udp|17) \. 53 :")
     for node in cluster.nodes:
-        assert node.init_pid is not None
-        table = await asyncio.to_thread(nodenet.in_namespace, node.init_pid,
-                                        "nft", "list", "table", "ip", "kube-proxy")
-        dns = cluster.plan.dns_service(cluster.index)
-        assert "map service-ips" in table, table[:2000]
-        assert re.search(rf"{re.escape(dns)} \. (udp|17) \. 53 :", table), table[:4000]
-        links = await asyncio.to_thread(nodenet.in_namespace, node.init_pid,
+        pid = node.init_pid
+        assert pid is not None
+
+        async def programmed(pid: int = pid) -> str | None:
+            # kube-proxy programs the DNS Service's rule once it has seen the
+            # Service and its EndpointSlice: the table may exist before it.
+            table = await asyncio.to_thread(nodenet.in_namespace, pid,
+                                            "nft", "list", "table", "ip", "kube-proxy")
+            return table if "map service-ips" in table and rule.search(table) else None
+
+        # (no table yet is "not yet" too)
+        await testkit.eventually(programmed, timeout=60.0,
+                                 what=f"kube-proxy's rule for the DNS Service {dns} in {node.name}",
+                                 not_yet=(nodenet.NodeNetworkError,))
+        links = await asyncio.to_thread(nodenet.in_namespace, pid,
                                         "ip", "-o", "link", "show")
         assert " cni0:" in links
     here = (await asyncio.to_thread(subprocess.run, ["nft", "list", "tables"],

@@ -1,8 +1,8 @@
 """The execution controller's API side: Works applied in their members, and cleaned up.
 
 * Works and Clusters are cached by shared informers; the member objects by
-  :class:`~clusterhealth_controlplane.memberobjects.MemberObjects` (shared
-  with the work-status controller).
+  :class:`~clusterhealth_core.members.MemberKinds` (shared with the
+  work-status controller).
 * A key is one Work (``karmada-es-<cluster>/<name>``).  Its reconcile puts
   the finalizer ``karmada.io/execution-controller`` on the Work, resolves
   every manifest's kind through the member's discovery (one kind missing:
@@ -25,10 +25,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects, vocabulary
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.execution import decision
 from clusterhealth_controlplane.namespacesync import decision as namespacesync
-from clusterhealth_core import builder, reconcile, status
+from clusterhealth_core import builder, members, reconcile, status
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, errors, informer, resources
 
@@ -54,7 +54,7 @@ class ExecutionController(manager.Controller):
         term = context.term
         self.works = term.informers.informer(resources.WORKS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.objects: memberobjects.MemberObjects = context.member_objects
+        self.objects: members.MemberKinds = context.member_objects
         self.member_namespaces: dict[str, set[str]] = {}
         """Per member, the namespaces known to exist there."""
         self.namespace_sync: informer.Informer | None = None

@@ -17,10 +17,10 @@ import contextlib
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager, memberobjects, vocabulary
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_controlplane.status import decision
-from clusterhealth_core import builder, reconcile, status
+from clusterhealth_core import builder, members, reconcile, status
 from clusterhealth_core.kube import discovery, errors, resources
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class WorkStatusController(manager.Controller):
         term = context.term
         self.works = term.informers.informer(resources.WORKS)
         self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.objects: memberobjects.MemberObjects = context.member_objects
+        self.objects: members.MemberKinds = context.member_objects
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))

@@ -15,7 +15,7 @@ import dns.rcode
 import dns.rrset
 
 KUBERNETES_DEFAULT = "kubernetes.default.svc.cluster.local."
-KUBERNETES_IP = "10.96.0.1"
+KUBERNETES_IP = "198.18.0.1"
 
 
 def closed_port(host: str = "127.0.0.1", kind: int = socket.SOCK_STREAM) -> int:

@@ -16,21 +16,21 @@ probes:
     type: http
     conditionType: PaymentsAPIReachable
     timeout: 2s
-    http: {url: "http://10.0.0.5:8080/healthz", expectStatus: [200, 204],
+    http: {url: "http://198.18.0.5:8080/healthz", expectStatus: [200, 204],
            insecureSkipVerify: false}
   - name: db
     type: tcp
     conditionType: DatabaseReachable
-    tcp: {host: 10.0.0.6, port: 5432}
+    tcp: {host: 198.18.0.6, port: 5432}
   - name: external-names
     type: dns
     conditionType: example.com/ExternalNameResolutionReady
     timeout: 500ms
-    dns: {query: "example.com", nameservers: ["10.0.0.10:53", "fd00::10"], recordType: AAAA}
+    dns: {query: "example.com", nameservers: ["198.18.0.10:53", "fd00::10"], recordType: AAAA}
   - name: secure
     type: http
     conditionType: SecureReachable
-    http: {url: "https://10.0.0.7/"}
+    http: {url: "https://198.18.0.7/"}
 """
 
 
@@ -46,21 +46,21 @@ def test_valid_file(tmp_path: pathlib.Path) -> None:
     assert specs == [
         config.HTTPProbeSpec(
             name="payments-api", condition_type="PaymentsAPIReachable", timeout=2.0,
-            location=f"{path}: probes[0]", url="http://10.0.0.5:8080/healthz",
+            location=f"{path}: probes[0]", url="http://198.18.0.5:8080/healthz",
             expect_status=(200, 204), insecure_skip_verify=False,
         ),
         config.TCPProbeSpec(
             name="db", condition_type="DatabaseReachable", location=f"{path}: probes[1]",
-            host="10.0.0.6", port=5432,
+            host="198.18.0.6", port=5432,
         ),
         config.DNSProbeSpec(
             name="external-names", condition_type="example.com/ExternalNameResolutionReady",
             timeout=0.5, location=f"{path}: probes[2]", query="example.com.",
-            nameservers=(("10.0.0.10", 53), ("fd00::10", 53)), record_type="AAAA",
+            nameservers=(("198.18.0.10", 53), ("fd00::10", 53)), record_type="AAAA",
         ),
         config.HTTPProbeSpec(
             name="secure", condition_type="SecureReachable", location=f"{path}: probes[3]",
-            url="https://10.0.0.7/", expect_status=(range(200, 400),),
+            url="https://198.18.0.7/", expect_status=(range(200, 400),),
         ),
     ]
     config.check_timeouts(specs, 5.0)
@@ -76,7 +76,7 @@ def probe(body: str, header: str = "name: p\ntype: tcp\nconditionType: PReady\n"
     return "probes:\n  - " + "\n    ".join(lines) + "\n"
 
 
-TCP = "tcp: {host: 10.0.0.6, port: 5432}\n"
+TCP = "tcp: {host: 198.18.0.6, port: 5432}\n"
 INVALID = [
     # (file, the expected message after "probes.yaml: ")
     ("- 1\n", "must be a mapping, not list"),
@@ -107,16 +107,17 @@ INVALID = [
     (probe(TCP + "http: {url: 'http://x/'}\n"),
      "probes[0].http: not allowed in a probe of type tcp"),
     (probe(""), "probes[0].tcp: required"),
-    (probe("tcp: {host: 10.0.0.6}\n"), "probes[0].tcp.port: required"),
-    (probe("tcp: {host: 10.0.0.6, port: '5432'}\n"),
+    (probe("tcp: {host: 198.18.0.6}\n"), "probes[0].tcp.port: required"),
+    (probe("tcp: {host: 198.18.0.6, port: '5432'}\n"),
      "probes[0].tcp.port: must be an integer, not str"),
-    (probe("tcp: {host: 10.0.0.6, port: 70000}\n"), "probes[0].tcp.port: 70000 is not in 1-65535"),
-    (probe("tcp: {host: 10.0.0.6, port: 1, hots: x}\n"),
+    (probe("tcp: {host: 198.18.0.6, port: 70000}\n"),
+     "probes[0].tcp.port: 70000 is not in 1-65535"),
+    (probe("tcp: {host: 198.18.0.6, port: 1, hots: x}\n"),
      "probes[0].tcp.hots: unknown field (did you mean 'host'?)"),
     (probe("tcp: {host: '', port: 1}\n"), "probes[0].tcp.host: must be a non-empty string"),
-    (probe("http: {url: 'ftp://10.0.0.5/'}\n", "name: p\ntype: http\nconditionType: PReady\n"),
+    (probe("http: {url: 'ftp://198.18.0.5/'}\n", "name: p\ntype: http\nconditionType: PReady\n"),
      "probes[0].http.url: must be an http(s) URL"),
-    (probe("http: {url: 'http://10.0.0.5:http/'}\n",
+    (probe("http: {url: 'http://198.18.0.5:http/'}\n",
            "name: p\ntype: http\nconditionType: PReady\n"),
      "probes[0].http.url: must be an http(s) URL"),
     (probe("http: {url: 'http://x/', expectStatus: [200, 99]}\n",
@@ -136,7 +137,7 @@ INVALID = [
     (probe("dns: {query: a.example, nameservers: [kube-dns]}\n",
            "name: p\ntype: dns\nconditionType: PReady\n"),
      "probes[0].dns.nameservers[0]: 'kube-dns' is not an IP address"),
-    (probe("dns: {query: a.example, nameservers: 10.0.0.10}\n",
+    (probe("dns: {query: a.example, nameservers: 198.18.0.10}\n",
            "name: p\ntype: dns\nconditionType: PReady\n"),
      "probes[0].dns.nameservers: must be a list, not str"),
     (probe("dns: {query: a.example, recordType: MX}\n",

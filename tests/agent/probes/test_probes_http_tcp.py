@@ -138,7 +138,7 @@ async def test_https_verifies_with_system_cas_unless_told_not_to(
 
 def test_http_rejects_non_http_urls(metrics: http.HTTPMetrics) -> None:
     with pytest.raises(ValueError, match="not an http"):
-        http_probe(metrics, "ftp://10.0.0.1/")
+        http_probe(metrics, "ftp://198.18.0.1/")
 
 
 async def test_tcp_connected_refused_and_failed() -> None:

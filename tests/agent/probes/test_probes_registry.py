@@ -19,7 +19,7 @@ from clusterhealth_localenv import dns as localdns
 
 def context(
     member_api: client.ApiClient | None = None,
-    nameservers: tuple[tuple[str, int], ...] = (("10.96.0.10", 53),),
+    nameservers: tuple[tuple[str, int], ...] = (("198.18.0.10", 53),),
     resolv_conf: str = "/etc/resolv.conf",
 ) -> probe_registry.BuildContext:
     return probe_registry.BuildContext(
@@ -49,7 +49,7 @@ def test_builds_every_builtin(registry: prometheus_client.CollectorRegistry) -> 
     probe = by_name["dns"]
     assert isinstance(probe, dns.DNSProbe)
     assert str(probe.query) == "kubernetes.default.svc.cluster.local."
-    assert probe.nameservers == (("10.96.0.10", 53),)
+    assert probe.nameservers == (("198.18.0.10", 53),)
     proxy = by_name["kube-proxy"]
     assert isinstance(proxy, http.HTTPProbe)
     assert proxy.url == "http://192.0.2.7:10256/healthz"
@@ -87,11 +87,11 @@ def test_dns_falls_back_to_resolv_conf(
     tmp_path: pathlib.Path, registry: prometheus_client.CollectorRegistry
 ) -> None:
     resolv = tmp_path / "resolv.conf"
-    resolv.write_text("nameserver 10.96.0.99\n")
+    resolv.write_text("nameserver 198.18.0.99\n")
     from_resolv_conf = context(nameservers=(), resolv_conf=str(resolv))
     [probe] = probe_registry.build_probes(["dns"], [], from_resolv_conf, registry)
     assert isinstance(probe, dns.DNSProbe)
-    assert probe.nameservers == (("10.96.0.99", 53),)
+    assert probe.nameservers == (("198.18.0.99", 53),)
     resolv.write_text("search cluster.local\n")
     with pytest.raises(config.ProbeConfigError, match=r"no nameserver in .*set --nameserver"):
         probe_registry.build_probes(["dns"], [], from_resolv_conf, registry)
@@ -101,10 +101,10 @@ def specs(tmp_path: pathlib.Path) -> list[config.ProbeSpec]:
     path = tmp_path / "probes.yaml"
     path.write_text(
         "probes:\n"
-        "  - {name: a, type: http, conditionType: AReady, http: {url: 'http://10.0.0.1/'}}\n"
-        "  - {name: b, type: http, conditionType: BReady, http: {url: 'http://10.0.0.2/'}}\n"
+        "  - {name: a, type: http, conditionType: AReady, http: {url: 'http://198.18.0.1/'}}\n"
+        "  - {name: b, type: http, conditionType: BReady, http: {url: 'http://198.18.0.2/'}}\n"
         "  - {name: c, type: dns, conditionType: CReady, timeout: 1s, dns: {query: c.example}}\n"
-        "  - {name: d, type: tcp, conditionType: DReady, tcp: {host: 10.0.0.3, port: 5432}}\n"
+        "  - {name: d, type: tcp, conditionType: DReady, tcp: {host: 198.18.0.3, port: 5432}}\n"
     )
     return config.load_file(path, probe_registry.BUILTIN_CONDITION_TYPES)
 
@@ -124,7 +124,7 @@ def test_metric_families_once_per_registry(
     assert dns_probes[1].query_timeout == 1.0
     # ...and is the probe's own deadline; probes without one use the agent's default.
     assert [p.timeout for p in probes] == [None, None, None, None, 1.0, None]
-    assert dns_probes[1].nameservers == (("10.96.0.10", 53),)
+    assert dns_probes[1].nameservers == (("198.18.0.10", 53),)
     # Building again on the same registry (a config reload) reuses the families.
     again = probe_registry.build_probes(["dns"], configured, context(), registry)
     assert len(again) == 5
@@ -136,7 +136,8 @@ def test_metric_families_once_per_registry(
 async def test_built_probes_record_into_the_given_registry(
     tmp_path: pathlib.Path, registry: prometheus_client.CollectorRegistry
 ) -> None:
-    server = localdns.DnsServer("127.0.0.1", records={probeservers.KUBERNETES_DEFAULT: "10.96.0.1"},
+    server = localdns.DnsServer("127.0.0.1",
+                                records={probeservers.KUBERNETES_DEFAULT: "198.18.0.1"},
                                 log_dir=tmp_path)
     async with server:
         [probe] = probe_registry.build_probes(["dns"], [], context(nameservers=(server.address,)),

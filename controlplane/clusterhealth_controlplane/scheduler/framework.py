@@ -269,14 +269,18 @@ FIT = Result(True)
 """The answer of a filter that lets a cluster pass."""
 
 
-@runtime_checkable
-class FilterPlugin(Protocol):
-    """Decides whether a cluster fits a binding."""
+class Named(Protocol):
+    """What every plugin has: a name."""
 
     @property
     def name(self) -> str:
         """The plugin's name in the registry and in ``--plugins``."""
         ...
+
+
+@runtime_checkable
+class FilterPlugin(Named, Protocol):
+    """Decides whether a cluster fits a binding."""
 
     def filter(self, cycle: Cycle, cluster: ClusterView) -> Result:
         """Whether ``cluster`` fits; when not, why."""
@@ -284,13 +288,8 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
-class ScorePlugin(Protocol):
+class ScorePlugin(Named, Protocol):
     """Ranks the clusters that fit: 0 (least preferred) .. 100."""
-
-    @property
-    def name(self) -> str:
-        """The plugin's name in the registry and in ``--plugins``."""
-        ...
 
     def score(self, cycle: Cycle, cluster: ClusterView) -> int:
         """The cluster's score, ``MIN_SCORE``..``MAX_SCORE``."""

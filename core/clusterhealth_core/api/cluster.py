@@ -188,8 +188,8 @@ class ClusterStatus(wire.Model):
 class Cluster(meta.Object):
     """cluster.karmada.io/v1alpha1 Cluster (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER.kind)
     spec: ClusterSpec = dataclasses.field(metadata=wire.json("spec"))
     status: ClusterStatus = dataclasses.field(
         default_factory=ClusterStatus, metadata=wire.json("status")

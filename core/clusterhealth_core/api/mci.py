@@ -248,8 +248,8 @@ class MultiClusterIngressStatus(wire.Model):
 class MultiClusterIngress(meta.Object):
     """networking.karmada.io/v1alpha1 MultiClusterIngress (namespaced)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.MCI_API_VERSION)
-    kind: str = wire.pinned("kind", groups.MCI_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.MCI.api_version)
+    kind: str = wire.pinned("kind", groups.MCI.kind)
     spec: IngressSpec = dataclasses.field(metadata=wire.json("spec"))
     status: MultiClusterIngressStatus = dataclasses.field(
         default_factory=MultiClusterIngressStatus, metadata=wire.json("status")

@@ -499,16 +499,16 @@ class _Policy(meta.Object):
 class PropagationPolicy(_Policy):
     """policy.karmada.io/v1alpha1 PropagationPolicy (namespaced: selects in its namespace)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterPropagationPolicy(_Policy):
     """policy.karmada.io/v1alpha1 ClusterPropagationPolicy (cluster-scoped: selects anywhere)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY.kind)
 
 
 class MatchConditionOperator(enum.StrEnum):
@@ -581,6 +581,6 @@ class ClusterTaintPolicySpec(wire.Model):
 class ClusterTaintPolicy(meta.Object):
     """policy.karmada.io/v1alpha1 ClusterTaintPolicy (cluster-scoped; no status, as in Karmada)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY.kind)
     spec: ClusterTaintPolicySpec = dataclasses.field(metadata=wire.json("spec"))

@@ -145,8 +145,8 @@ class RemedyStatus(wire.Model):
 class Remedy(meta.Object):
     """remedy.karmada.io/v1alpha1 Remedy (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.REMEDY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.REMEDY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.REMEDY.api_version)
+    kind: str = wire.pinned("kind", groups.REMEDY.kind)
     spec: RemedySpec = dataclasses.field(metadata=wire.json("spec"))
     status: RemedyStatus = dataclasses.field(
         default_factory=RemedyStatus, metadata=wire.json("status")

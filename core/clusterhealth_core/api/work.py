@@ -289,16 +289,16 @@ class _Binding(meta.Object):
 class ResourceBinding(_Binding):
     """work.karmada.io/v1alpha2 ResourceBinding (namespaced, beside its template)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING_API_VERSION)
-    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING.api_version)
+    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterResourceBinding(_Binding):
     """work.karmada.io/v1alpha2 ClusterResourceBinding (for cluster-scoped templates)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -363,8 +363,8 @@ class WorkStatus(wire.Model):
 class Work(meta.Object):
     """work.karmada.io/v1alpha1 Work (namespaced, in ``karmada-es-<cluster>``)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.WORK_API_VERSION)
-    kind: str = wire.pinned("kind", groups.WORK_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.WORK.api_version)
+    kind: str = wire.pinned("kind", groups.WORK.kind)
     spec: WorkSpec = dataclasses.field(metadata=wire.json("spec"))
     status: WorkStatus = dataclasses.field(
         default_factory=WorkStatus, metadata=wire.json("status")

@@ -166,9 +166,7 @@ class ClusterStatus(wire.Model):
     api_enablements: tuple[APIEnablement, ...] = dataclasses.field(
         default=(), metadata=wire.json("apiEnablements")
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     node_summary: NodeSummary | None = dataclasses.field(
         default=None, metadata=wire.json("nodeSummary")
     )

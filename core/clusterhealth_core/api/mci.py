@@ -237,11 +237,7 @@ class MultiClusterIngressStatus(wire.Model):
         metadata=wire.json("serviceLocations", list_type="map", list_map_keys=("name",),
                            max_items=MAX_SERVICE_LOCATIONS),
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(),
-        metadata=wire.json("conditions", list_type="map", list_map_keys=("type",),
-                           max_items=MAX_CONDITIONS),
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions(max_items=MAX_CONDITIONS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

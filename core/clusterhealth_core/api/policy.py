@@ -480,9 +480,7 @@ class PropagationSpec(wire.Model):
 class PropagationPolicyStatus(wire.Model):
     """Observed state of a policy (beyond Karmada), written by the detector."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

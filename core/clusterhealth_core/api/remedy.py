@@ -126,9 +126,7 @@ class ActiveCluster(wire.Model):
 class RemedyStatus(wire.Model):
     """Observed state of a Remedy, written by the remedy controller."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     active_clusters: tuple[ActiveCluster, ...] = dataclasses.field(
         default=(),
         metadata=wire.json("activeClusters", max_items=MAX_ACTIVE_CLUSTERS, list_type="map",

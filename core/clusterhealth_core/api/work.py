@@ -266,9 +266,7 @@ class ResourceBindingStatus(wire.Model):
     last_scheduled_time: datetime.datetime | None = dataclasses.field(
         default=None, metadata=wire.json("lastScheduledTime")
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     aggregated_status: tuple[AggregatedStatusItem, ...] = dataclasses.field(
         default=(),
         metadata=wire.json("aggregatedStatus", list_type="map", list_map_keys=("clusterName",)),
@@ -351,9 +349,7 @@ class ManifestStatus(wire.Model):
 class WorkStatus(wire.Model):
     """Observed state of a Work, written by the execution and status controllers."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     manifest_statuses: tuple[ManifestStatus, ...] = dataclasses.field(
         default=(), metadata=wire.json("manifestStatuses")
     )

@@ -14,24 +14,15 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import apikit
 import jsonschema
 import pytest
 import yaml
 
-from clusterhealth_core.api import cluster, crds, groups, mci, meta, policy, remedy, wire, work
+from clusterhealth_core.api import crds, groups, meta
 from clusterhealth_localenv import binaries
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER.kind: cluster.Cluster,
-    groups.REMEDY.kind: remedy.Remedy,
-    groups.MCI.kind: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY.kind: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY.kind: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY.kind: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING.kind: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING.kind: work.ClusterResourceBinding,
-    groups.WORK.kind: work.Work,
-}
+MODELS = apikit.MODELS
 
 # CEL rule text in the CRDs -> the same predicate in Python (self is a dict).
 CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {

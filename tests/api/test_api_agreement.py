@@ -12,22 +12,13 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+import apikit
 import kubernetes_validate
 import pytest
 
-from clusterhealth_core.api import cluster, groups, mci, policy, remedy, wire, work
+from clusterhealth_core.api import groups, wire
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER.kind: cluster.Cluster,
-    groups.REMEDY.kind: remedy.Remedy,
-    groups.MCI.kind: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY.kind: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY.kind: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY.kind: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING.kind: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING.kind: work.ClusterResourceBinding,
-    groups.WORK.kind: work.Work,
-}
+MODELS = apikit.MODELS
 
 
 def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:

@@ -4,21 +4,12 @@ import datetime
 import json
 from typing import Any
 
+import apikit
 import pytest
 
 from clusterhealth_core.api import cluster, groups, mci, meta, policy, remedy, wire, work
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER.kind: cluster.Cluster,
-    groups.REMEDY.kind: remedy.Remedy,
-    groups.MCI.kind: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY.kind: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY.kind: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY.kind: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING.kind: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING.kind: work.ClusterResourceBinding,
-    groups.WORK.kind: work.Work,
-}
+MODELS = apikit.MODELS
 
 T0 = datetime.datetime(2024, 1, 25, 4, 5, 57, tzinfo=datetime.UTC)
 

@@ -16,21 +16,17 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+import apikit
 import pytest
 import yaml
 
-from clusterhealth_core.api import groups, policy, wire, work
+from clusterhealth_core.api import groups, policy, work
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examples"
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.PROPAGATION_POLICY.kind: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY.kind: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY.kind: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING.kind: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING.kind: work.ClusterResourceBinding,
-    groups.WORK.kind: work.Work,
-}
+MODELS = {kind: model for kind, model in apikit.MODELS.items()
+          if model.__module__ in (policy.__name__, work.__name__)}
+"""Karmada's policy and work kinds (its examples have no Cluster, Remedy or MCI)."""
 
 _BEYOND_KARMADA = {groups.PROPAGATION_POLICY.kind, groups.CLUSTER_PROPAGATION_POLICY.kind}
 """Kinds whose ``status`` is ours alone (Karmada's policies have none)."""

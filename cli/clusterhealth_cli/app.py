@@ -63,6 +63,19 @@ def prog_name(argv0: str) -> str:
     return "kubectl clusterhealth" if os.path.basename(argv0) == PLUGIN else "clusterhealth"
 
 
+def _commands(parser: argparse.ArgumentParser, dest: str,
+              metavar: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The commands under ``parser``: one of them must be given."""
+    return parser.add_subparsers(dest=dest, required=True, metavar=metavar)
+
+
+def _command(commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, *,
+             help: str, description: str) -> argparse.ArgumentParser:
+    """A command whose help keeps its description's line breaks and ends with the exit codes."""
+    return commands.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter,
+                               help=help, description=description, epilog=EXIT_CODES)
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     """Every command and flag."""
     parser = argparse.ArgumentParser(
@@ -72,20 +85,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=EXIT_CODES)
     parser.add_argument("--version", action="version",
                         version=buildinfo.version_line(prog.split()[-1]))
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = _commands(parser, "command", "COMMAND")
 
     remedy = commands.add_parser("remedy", help="work with Remedies",
                                  description="Work with Remedies.")
-    remedy_commands = remedy.add_subparsers(dest="remedy_command", required=True,
-                                            metavar="COMMAND")
-    test = remedy_commands.add_parser(
-        "test", formatter_class=argparse.RawDescriptionHelpFormatter,
+    remedy_commands = _commands(remedy, "remedy_command", "COMMAND")
+    test = _command(
+        remedy_commands, "test",
         help="run Remedy test files (fixture Clusters and their expected remedyActions)",
         description="Run Remedy test files: each case's fixture Clusters go through the "
                     "remedy controller's decision code, and the remedyActions (and, when "
                     "given, remedyActionSources) it would write are compared with the "
-                    "expected ones. The file format is in docs/cli.md.",
-        epilog=EXIT_CODES)
+                    "expected ones. The file format is in docs/cli.md.")
     test.add_argument("files", nargs="+", metavar="FILE", type=pathlib.Path,
                       help="a test file (YAML), or a folder: every test file in it (Remedy "
                            "manifests beside them are skipped)")
@@ -93,17 +104,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
     explain_parser = commands.add_parser("explain", help="explain an object of a live control "
                                                          "plane")
-    explain_commands = explain_parser.add_subparsers(dest="explain_command", required=True,
-                                                     metavar="KIND")
-    cluster = explain_commands.add_parser(
-        "cluster", formatter_class=argparse.RawDescriptionHelpFormatter,
+    explain_commands = _commands(explain_parser, "explain_command", "KIND")
+    cluster = _command(
+        explain_commands, "cluster",
         help="a Cluster's conditions and writers, Remedies, taints, evictions and traffic",
         description="Explain one Cluster: its conditions and who wrote them, the Remedies "
                     "covering it and which condition matched, its remedyActions, its taints "
                     "and when the bindings scheduled there are evicted, the "
                     "MultiClusterIngresses blocking its traffic, and the bindings evicted "
-                    "from it.",
-        epilog=EXIT_CODES)
+                    "from it.")
     cluster.add_argument("name", metavar="NAME", help="the Cluster's name")
     settings.add_kube_flags(cluster, what="the control plane")
     _read_flags(cluster)
@@ -115,14 +124,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
              f"{options.Eviction().graceful_eviction_timeout:g}s)")
     cluster.set_defaults(run=run_explain_cluster)
     add_join_parsers(commands)
-    status = commands.add_parser(
-        "status", formatter_class=argparse.RawDescriptionHelpFormatter,
+    status = _command(
+        commands, "status",
         help="the fleet on one screen: every Cluster, Ready, DNS, actions, taints, "
              "blocked traffic, evictions, and the leaders",
         description="Every Cluster of the control plane on one line each (Ready, DNS, "
                     "remedy actions, taints, the MultiClusterIngresses blocking its traffic, "
                     "the evictions away from it, the storm guard), then who leads each "
-                    "component (its Lease).", epilog=EXIT_CODES)
+                    "component (its Lease).")
     settings.add_kube_flags(status, what="the control plane")
     _read_flags(status)
     status.set_defaults(run=run_status)
@@ -167,8 +176,8 @@ def _cluster_name(text: str) -> str:
 
 def add_join_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``join`` and ``unjoin`` (docs/operations.md, "Join a member")."""
-    join_parser = commands.add_parser(
-        "join", formatter_class=argparse.RawDescriptionHelpFormatter,
+    join_parser = _command(
+        commands, "join",
         help="register a member cluster with its identities (karmadactl join's shape)",
         description="Register a member cluster in Push mode: its identity in the member "
                     "(ServiceAccount karmada-NAME and its ClusterRole), its token in the "
@@ -176,8 +185,7 @@ def add_join_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
                     "the Cluster, the agent's identity in the control plane (it may write "
                     "only its own Cluster's status) and its kubeconfig Secret in the "
                     "member; optionally the agent and the MCI provider's member RBAC (helm). "
-                    "Run it again to repair: what is right stays unchanged.",
-        epilog=EXIT_CODES)
+                    "Run it again to repair: what is right stays unchanged.")
     join_parser.add_argument("name", metavar="NAME", type=_cluster_name,
                              help="the Cluster's name (a DNS label, at most 48 characters)")
     _member_flags(join_parser, required=True)
@@ -222,14 +230,13 @@ def add_join_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
                                   "change nothing")
     join_parser.set_defaults(run=run_join)
 
-    unjoin_parser = commands.add_parser(
-        "unjoin", formatter_class=argparse.RawDescriptionHelpFormatter,
+    unjoin_parser = _command(
+        commands, "unjoin",
         help="remove a member cluster and what join made for it",
         description="Delete the Cluster, its Secret and the agent's identity in the control "
                     "plane; with --cluster-kubeconfig also the member identity, the agent's "
                     "kubeconfig Secret and the helm releases join installed there. Objects "
-                    "join did not make are kept.",
-        epilog=EXIT_CODES)
+                    "join did not make are kept.")
     unjoin_parser.add_argument("name", metavar="NAME", help="the Cluster's name")
     _member_flags(unjoin_parser, required=False)
     settings.add_kube_flags(unjoin_parser, what="the control plane")

@@ -171,10 +171,10 @@ def parse_remedy(obj: object, where: str) -> remedy.Remedy:
     if not isinstance(obj, Mapping):
         raise fail(where, f"must be a Remedy manifest (a mapping), got {_type_name(obj)}")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if (api_version, kind) != (groups.REMEDY_API_VERSION, groups.REMEDY_KIND):
+    if (api_version, kind) != (groups.REMEDY.api_version, groups.REMEDY.kind):
         raise fail(where, f"not a Remedy: apiVersion {api_version!r}, kind {kind!r} "
-                          f"(a Remedy has apiVersion {groups.REMEDY_API_VERSION}, "
-                          f"kind {groups.REMEDY_KIND})")
+                          f"(a Remedy has apiVersion {groups.REMEDY.api_version}, "
+                          f"kind {groups.REMEDY.kind})")
     name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"),
                                                                   Mapping) else None
     label = f"Remedy {name}" if isinstance(name, str) and name else "Remedy"
@@ -333,7 +333,7 @@ def parse_case(obj: object, where: str) -> Case:
 def _not_a_test_file(path: pathlib.Path, document: object) -> errors.CliError:
     if isinstance(document, Mapping) and ("kind" in document or "apiVersion" in document):
         kind = document.get("kind")
-        if kind == groups.REMEDY_KIND or kind in LIST_KINDS:
+        if kind == groups.REMEDY.kind or kind in LIST_KINDS:
             return fail(str(path), f"this is a {kind} manifest, not a test file: list it under "
                                    f"remedyFiles in a test file (see {DOCS})")
         return fail(str(path), f"this is a {kind or 'Kubernetes'} manifest, not a Remedy test "

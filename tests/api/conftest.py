@@ -14,24 +14,15 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import apikit
 import jsonschema
 import pytest
 import yaml
 
-from clusterhealth_core.api import cluster, crds, groups, mci, meta, policy, remedy, wire, work
+from clusterhealth_core.api import crds, groups, meta
 from clusterhealth_localenv import binaries
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER_KIND: cluster.Cluster,
-    groups.REMEDY_KIND: remedy.Remedy,
-    groups.MCI_KIND: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
-    groups.WORK_KIND: work.Work,
-}
+MODELS = apikit.MODELS
 
 # CEL rule text in the CRDs -> the same predicate in Python (self is a dict).
 CEL_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
@@ -164,12 +155,12 @@ def crd_validators(crd_docs: dict[str, dict[str, Any]]) -> dict[str, CrdValidato
 
 
 KARMADA_CRD_FILES: dict[str, str] = {
-    groups.PROPAGATION_POLICY_KIND: "policy.karmada.io_propagationpolicies.yaml",
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: "policy.karmada.io_clusterpropagationpolicies.yaml",
-    groups.CLUSTER_TAINT_POLICY_KIND: "policy.karmada.io_clustertaintpolicies.yaml",
-    groups.RESOURCE_BINDING_KIND: "work.karmada.io_resourcebindings.yaml",
-    groups.CLUSTER_RESOURCE_BINDING_KIND: "work.karmada.io_clusterresourcebindings.yaml",
-    groups.WORK_KIND: "work.karmada.io_works.yaml",
+    groups.PROPAGATION_POLICY.kind: "policy.karmada.io_propagationpolicies.yaml",
+    groups.CLUSTER_PROPAGATION_POLICY.kind: "policy.karmada.io_clusterpropagationpolicies.yaml",
+    groups.CLUSTER_TAINT_POLICY.kind: "policy.karmada.io_clustertaintpolicies.yaml",
+    groups.RESOURCE_BINDING.kind: "work.karmada.io_resourcebindings.yaml",
+    groups.CLUSTER_RESOURCE_BINDING.kind: "work.karmada.io_clusterresourcebindings.yaml",
+    groups.WORK.kind: "work.karmada.io_works.yaml",
 }
 """Our kinds that Karmada defines as CRDs too, and Karmada's CRD file for each."""
 
@@ -240,10 +231,10 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
     number_service = {"name": "web", "port": {"number": 8080}}
     resource_ref = {"apiGroup": "k8s.example.com", "kind": "StorageBucket", "name": "static"}
     samples: dict[str, list[dict[str, Any]]] = {
-        groups.CLUSTER_KIND: [
+        groups.CLUSTER.kind: [
             {
-                "apiVersion": groups.CLUSTER_API_VERSION,
-                "kind": groups.CLUSTER_KIND,
+                "apiVersion": groups.CLUSTER.api_version,
+                "kind": groups.CLUSTER.kind,
                 "metadata": {"name": "member1", "resourceVersion": "42"},
                 "spec": {
                     "id": "6b2f2c1e-6f5c-4e51-9c1e-2f6d3a9b0c11",
@@ -297,10 +288,10 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                 },
             }
         ],
-        groups.REMEDY_KIND: [
+        groups.REMEDY.kind: [
             {
-                "apiVersion": groups.REMEDY_API_VERSION,
-                "kind": groups.REMEDY_KIND,
+                "apiVersion": groups.REMEDY.api_version,
+                "kind": groups.REMEDY.kind,
                 "metadata": {"name": "dns-failure"},
                 "spec": {
                     "clusterAffinity": {"clusterNames": ["member1", "member2"]},
@@ -321,10 +312,10 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                 },
             }
         ],
-        groups.MCI_KIND: [
+        groups.MCI.kind: [
             {
-                "apiVersion": groups.MCI_API_VERSION,
-                "kind": groups.MCI_KIND,
+                "apiVersion": groups.MCI.api_version,
+                "kind": groups.MCI.kind,
                 "metadata": {"name": "web", "namespace": "shop"},
                 "spec": {
                     "ingressClassName": "clusterhealth",
@@ -370,14 +361,14 @@ def maximal_samples() -> dict[str, list[dict[str, Any]]]:
                 },
             },
             {
-                "apiVersion": groups.MCI_API_VERSION,
-                "kind": groups.MCI_KIND,
+                "apiVersion": groups.MCI.api_version,
+                "kind": groups.MCI.kind,
                 "metadata": {"name": "static", "namespace": "shop"},
                 "spec": {"defaultBackend": {"resource": resource_ref}},
             },
             {
-                "apiVersion": groups.MCI_API_VERSION,
-                "kind": groups.MCI_KIND,
+                "apiVersion": groups.MCI.api_version,
+                "kind": groups.MCI.kind,
                 "metadata": {"name": "named-port", "namespace": "shop"},
                 "spec": {"defaultBackend": {"service": port_service}},
             },
@@ -473,16 +464,16 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
     ]
     policy_status = {"conditions": [_condition("Selected", "True", generation=True)]}
     samples: dict[str, list[dict[str, Any]]] = {
-        groups.PROPAGATION_POLICY_KIND: [
-            {"apiVersion": groups.PROPAGATION_POLICY_API_VERSION,
-             "kind": groups.PROPAGATION_POLICY_KIND,
+        groups.PROPAGATION_POLICY.kind: [
+            {"apiVersion": groups.PROPAGATION_POLICY.api_version,
+             "kind": groups.PROPAGATION_POLICY.kind,
              "metadata": {"name": f"policy{index}", "namespace": "shop"},
              "spec": spec, "status": policy_status}
             for index, spec in enumerate(policy_specs)
         ],
-        groups.CLUSTER_PROPAGATION_POLICY_KIND: [
-            {"apiVersion": groups.CLUSTER_PROPAGATION_POLICY_API_VERSION,
-             "kind": groups.CLUSTER_PROPAGATION_POLICY_KIND,
+        groups.CLUSTER_PROPAGATION_POLICY.kind: [
+            {"apiVersion": groups.CLUSTER_PROPAGATION_POLICY.api_version,
+             "kind": groups.CLUSTER_PROPAGATION_POLICY.kind,
              "metadata": {"name": f"policy{index}"}, "spec": spec, "status": policy_status}
             for index, spec in enumerate(policy_specs)
         ],
@@ -555,9 +546,9 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
         "placement": duplicated,
         "failover": policy_specs[1]["failover"],
     }
-    samples[groups.CLUSTER_TAINT_POLICY_KIND] = [{
-        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+    samples[groups.CLUSTER_TAINT_POLICY.kind] = [{
+        "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+        "kind": groups.CLUSTER_TAINT_POLICY.kind,
         "metadata": {"name": "dns-failure"},
         "spec": {
             "targetClusters": affinity,
@@ -577,8 +568,8 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
             ],
         },
     }, {
-        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+        "kind": groups.CLUSTER_TAINT_POLICY.kind,
         "metadata": {"name": "remove-only"},
         "spec": {
             "removeOnConditions": [
@@ -588,15 +579,15 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
             "taints": [{"key": "maintenance", "effect": "NoSchedule"}],
         },
     }]
-    samples[groups.RESOURCE_BINDING_KIND] = [
-        {"apiVersion": groups.RESOURCE_BINDING_API_VERSION, "kind": groups.RESOURCE_BINDING_KIND,
+    samples[groups.RESOURCE_BINDING.kind] = [
+        {"apiVersion": groups.RESOURCE_BINDING.api_version, "kind": groups.RESOURCE_BINDING.kind,
          "metadata": {"name": name, "namespace": "shop"}, "spec": spec, **status}
         for name, spec, status in (("web-deployment", binding_spec, {"status": binding_status}),
                                    ("db-deployment", duplicated_spec, {}))
     ]
-    samples[groups.CLUSTER_RESOURCE_BINDING_KIND] = [
-        {"apiVersion": groups.CLUSTER_RESOURCE_BINDING_API_VERSION,
-         "kind": groups.CLUSTER_RESOURCE_BINDING_KIND,
+    samples[groups.CLUSTER_RESOURCE_BINDING.kind] = [
+        {"apiVersion": groups.CLUSTER_RESOURCE_BINDING.api_version,
+         "kind": groups.CLUSTER_RESOURCE_BINDING.kind,
          "metadata": {"name": name}, "spec": spec, **status}
         for name, spec, status in (("web-deployment", binding_spec, {"status": binding_status}),
                                    ("db-deployment", duplicated_spec, {}))
@@ -608,8 +599,8 @@ def _propagation_samples() -> dict[str, list[dict[str, Any]]]:
                  "template": {"metadata": {"labels": {"app": "nginx"}},
                               "spec": {"containers": [{"image": "nginx", "name": "nginx"}]}}},
     }
-    samples[groups.WORK_KIND] = [{
-        "apiVersion": groups.WORK_API_VERSION, "kind": groups.WORK_KIND,
+    samples[groups.WORK.kind] = [{
+        "apiVersion": groups.WORK.api_version, "kind": groups.WORK.kind,
         "metadata": {"name": "nginx-687f7fb96f", "namespace": "karmada-es-member1",
                      "labels": {"resourcebinding.karmada.io/key": "687f7fb96f"},
                      "annotations": {"resourcebinding.karmada.io/name": "nginx-deployment"},

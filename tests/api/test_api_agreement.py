@@ -12,22 +12,13 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+import apikit
 import kubernetes_validate
 import pytest
 
-from clusterhealth_core.api import cluster, groups, mci, policy, remedy, wire, work
+from clusterhealth_core.api import groups, wire
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER_KIND: cluster.Cluster,
-    groups.REMEDY_KIND: remedy.Remedy,
-    groups.MCI_KIND: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
-    groups.WORK_KIND: work.Work,
-}
+MODELS = apikit.MODELS
 
 
 def openapi_schema(crd: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +182,7 @@ def test_schema_and_model_have_the_same_fields(
 
 def test_walk_detects_drift(crd_docs: dict[str, dict[str, Any]]) -> None:
     """The comparison is not vacuous: a renamed or relaxed field is reported."""
-    schema = openapi_schema(crd_docs[groups.REMEDY_KIND])
+    schema = openapi_schema(crd_docs[groups.REMEDY.kind])
     spec = schema["properties"]["spec"]
     drifted = {
         **schema,
@@ -208,7 +199,7 @@ def test_walk_detects_drift(crd_docs: dict[str, dict[str, Any]]) -> None:
         },
     }
     problems: list[str] = []
-    _compare_object(drifted, MODELS[groups.REMEDY_KIND], "", problems)
+    _compare_object(drifted, MODELS[groups.REMEDY.kind], "", problems)
     assert any("only in CRD ['action']" in p for p in problems)
     assert any("required CRD ['clusterAffinity']" in p for p in problems)
 
@@ -299,26 +290,26 @@ def test_status_survives_server_side_apply_relinquishment(
     assert missing == []
 
 
-WITHOUT_STATUS = {groups.CLUSTER_TAINT_POLICY_KIND}
+WITHOUT_STATUS = {groups.CLUSTER_TAINT_POLICY.kind}
 """Kinds with no status (nor status subresource), like Karmada's."""
 
 EXPECTED_NAMES = {
-    groups.CLUSTER_KIND: (groups.CLUSTER, "Cluster", "cluster", []),
-    groups.REMEDY_KIND: (groups.REMEDY, "Cluster", "remedy", []),
-    groups.MCI_KIND: (groups.MCI, "Namespaced", "multiclusteringress", [groups.MCI_SHORT_NAME]),
-    groups.PROPAGATION_POLICY_KIND: (groups.PROPAGATION_POLICY, "Namespaced",
+    groups.CLUSTER.kind: (groups.CLUSTER, "Cluster", "cluster", []),
+    groups.REMEDY.kind: (groups.REMEDY, "Cluster", "remedy", []),
+    groups.MCI.kind: (groups.MCI, "Namespaced", "multiclusteringress", [groups.MCI_SHORT_NAME]),
+    groups.PROPAGATION_POLICY.kind: (groups.PROPAGATION_POLICY, "Namespaced",
                                      "propagationpolicy", [groups.PROPAGATION_POLICY_SHORT_NAME]),
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: (
+    groups.CLUSTER_PROPAGATION_POLICY.kind: (
         groups.CLUSTER_PROPAGATION_POLICY, "Cluster", "clusterpropagationpolicy",
         [groups.CLUSTER_PROPAGATION_POLICY_SHORT_NAME]),
-    groups.CLUSTER_TAINT_POLICY_KIND: (groups.CLUSTER_TAINT_POLICY, "Cluster",
+    groups.CLUSTER_TAINT_POLICY.kind: (groups.CLUSTER_TAINT_POLICY, "Cluster",
                                        "clustertaintpolicy", []),
-    groups.RESOURCE_BINDING_KIND: (groups.RESOURCE_BINDING, "Namespaced", "resourcebinding",
+    groups.RESOURCE_BINDING.kind: (groups.RESOURCE_BINDING, "Namespaced", "resourcebinding",
                                    [groups.RESOURCE_BINDING_SHORT_NAME]),
-    groups.CLUSTER_RESOURCE_BINDING_KIND: (
+    groups.CLUSTER_RESOURCE_BINDING.kind: (
         groups.CLUSTER_RESOURCE_BINDING, "Cluster", "clusterresourcebinding",
         [groups.CLUSTER_RESOURCE_BINDING_SHORT_NAME]),
-    groups.WORK_KIND: (groups.WORK, "Namespaced", "work", [groups.WORK_SHORT_NAME]),
+    groups.WORK.kind: (groups.WORK, "Namespaced", "work", [groups.WORK_SHORT_NAME]),
 }
 
 # Karmada's columns (CONFLICT-RESOLUTION, PRIORITY, ...), in the same order.
@@ -336,7 +327,7 @@ _BINDING_COLUMNS = [
 # Title case as in built-in resources; kubectl prints them upper-cased
 # (VERSION, MODE, READY, DNS, REMEDY-ACTIONS, AGE, ...).
 EXPECTED_COLUMNS = {
-    groups.CLUSTER_KIND: [
+    groups.CLUSTER.kind: [
         ("Version", "string", ".status.kubernetesVersion"),
         ("Mode", "string", ".spec.syncMode"),
         ("Ready", "string", '.status.conditions[?(@.type=="Ready")].status'),
@@ -348,28 +339,28 @@ EXPECTED_COLUMNS = {
         ("Remedy-Actions", "string", ".status.remedyActions"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
-    groups.REMEDY_KIND: [
+    groups.REMEDY.kind: [
         ("Actions", "string", ".spec.actions"),
         ("Clusters", "string", ".spec.clusterAffinity.clusterNames"),
         ("Effective", "string", '.status.conditions[?(@.type=="Effective")].status'),
         ("Active", "integer", ".status.activeClusterCount"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
-    groups.MCI_KIND: [
+    groups.MCI.kind: [
         ("Class", "string", ".spec.ingressClassName"),
         ("Address", "string", ".status.loadBalancer.ingress[*].ip"),
         ("Blocked", "string", ".status.trafficBlockClusters"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
-    groups.PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: _POLICY_COLUMNS,
-    groups.CLUSTER_TAINT_POLICY_KIND: [
+    groups.PROPAGATION_POLICY.kind: _POLICY_COLUMNS,
+    groups.CLUSTER_PROPAGATION_POLICY.kind: _POLICY_COLUMNS,
+    groups.CLUSTER_TAINT_POLICY.kind: [
         ("Taints", "string", ".spec.taints[*].key"),
         ("Age", "date", ".metadata.creationTimestamp"),
     ],
-    groups.RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
-    groups.CLUSTER_RESOURCE_BINDING_KIND: _BINDING_COLUMNS,
-    groups.WORK_KIND: [
+    groups.RESOURCE_BINDING.kind: _BINDING_COLUMNS,
+    groups.CLUSTER_RESOURCE_BINDING.kind: _BINDING_COLUMNS,
+    groups.WORK.kind: [
         ("Workload-Kind", "string", ".spec.workload.manifests[*].kind"),
         ("Applied", "string", '.status.conditions[?(@.type=="Applied")].status'),
         ("Age", "date", ".metadata.creationTimestamp"),
@@ -404,8 +395,8 @@ def test_crd_names_scope_and_columns(kind: str, crd_docs: dict[str, dict[str, An
 @pytest.mark.parametrize(
     ("namespaced", "cluster_scoped"),
     [
-        (groups.PROPAGATION_POLICY_KIND, groups.CLUSTER_PROPAGATION_POLICY_KIND),
-        (groups.RESOURCE_BINDING_KIND, groups.CLUSTER_RESOURCE_BINDING_KIND),
+        (groups.PROPAGATION_POLICY.kind, groups.CLUSTER_PROPAGATION_POLICY.kind),
+        (groups.RESOURCE_BINDING.kind, groups.CLUSTER_RESOURCE_BINDING.kind),
     ],
 )
 def test_cluster_scoped_twin_has_the_same_schema(
@@ -422,7 +413,7 @@ def test_cluster_scoped_twin_has_the_same_schema(
 
 
 def test_walk_detects_a_wrong_default_and_map_type(crd_docs: dict[str, dict[str, Any]]) -> None:
-    schema = openapi_schema(crd_docs[groups.PROPAGATION_POLICY_KIND])
+    schema = openapi_schema(crd_docs[groups.PROPAGATION_POLICY.kind])
     spec = schema["properties"]["spec"]
     selector = spec["properties"]["resourceSelectors"]["items"]["properties"]["labelSelector"]
     drifted = {
@@ -452,7 +443,7 @@ def test_walk_detects_a_wrong_default_and_map_type(crd_docs: dict[str, dict[str,
         },
     }
     problems: list[str] = []
-    _compare_object(drifted, MODELS[groups.PROPAGATION_POLICY_KIND], "", problems)
+    _compare_object(drifted, MODELS[groups.PROPAGATION_POLICY.kind], "", problems)
     assert any("spec.conflictResolution: default CRD 'Overwrite' model 'Abort'" in p
                for p in problems), problems
     assert any("spec.propagateDeps: CRD default False" in p for p in problems), problems

@@ -40,7 +40,7 @@ def test_env_override(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -
     monkeypatch.setenv(crds.CRD_DIR_ENV, str(tmp_path))
     assert crds.default_crd_dir() == tmp_path
     (only,) = crds.load_crds()
-    assert only["spec"]["names"]["kind"] == groups.REMEDY_KIND
+    assert only["spec"]["names"]["kind"] == groups.REMEDY.kind
 
 
 def test_errors(tmp_path: pathlib.Path) -> None:

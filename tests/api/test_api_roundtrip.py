@@ -4,21 +4,12 @@ import datetime
 import json
 from typing import Any
 
+import apikit
 import pytest
 
 from clusterhealth_core.api import cluster, groups, mci, meta, policy, remedy, wire, work
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.CLUSTER_KIND: cluster.Cluster,
-    groups.REMEDY_KIND: remedy.Remedy,
-    groups.MCI_KIND: mci.MultiClusterIngress,
-    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
-    groups.WORK_KIND: work.Work,
-}
+MODELS = apikit.MODELS
 
 T0 = datetime.datetime(2024, 1, 25, 4, 5, 57, tzinfo=datetime.UTC)
 

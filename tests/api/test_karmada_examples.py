@@ -16,23 +16,19 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+import apikit
 import pytest
 import yaml
 
-from clusterhealth_core.api import groups, policy, wire, work
+from clusterhealth_core.api import groups, policy, work
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "data" / "karmada_examples"
 
-MODELS: dict[str, type[wire.Model]] = {
-    groups.PROPAGATION_POLICY_KIND: policy.PropagationPolicy,
-    groups.CLUSTER_PROPAGATION_POLICY_KIND: policy.ClusterPropagationPolicy,
-    groups.CLUSTER_TAINT_POLICY_KIND: policy.ClusterTaintPolicy,
-    groups.RESOURCE_BINDING_KIND: work.ResourceBinding,
-    groups.CLUSTER_RESOURCE_BINDING_KIND: work.ClusterResourceBinding,
-    groups.WORK_KIND: work.Work,
-}
+MODELS = {kind: model for kind, model in apikit.MODELS.items()
+          if model.__module__ in (policy.__name__, work.__name__)}
+"""Karmada's policy and work kinds (its examples have no Cluster, Remedy or MCI)."""
 
-_BEYOND_KARMADA = {groups.PROPAGATION_POLICY_KIND, groups.CLUSTER_PROPAGATION_POLICY_KIND}
+_BEYOND_KARMADA = {groups.PROPAGATION_POLICY.kind, groups.CLUSTER_PROPAGATION_POLICY.kind}
 """Kinds whose ``status`` is ours alone (Karmada's policies have none)."""
 
 Validators = dict[str, Any]
@@ -128,7 +124,7 @@ def test_where_we_are_stricter_than_karmada_s_schema(
     karmada_validators: Validators,
 ) -> None:
     """Values Karmada's schema takes but its webhook or controllers refuse: ours says so at once."""
-    policy = samples[groups.PROPAGATION_POLICY_KIND][0]
+    policy = samples[groups.PROPAGATION_POLICY.kind][0]
     placement = policy["spec"]["placement"]
     refused = [
         # Karmada's webhook: "unsupported key", "unsupported operator".
@@ -144,10 +140,10 @@ def test_where_we_are_stricter_than_karmada_s_schema(
     ]
     for new_placement in refused:
         obj = {**policy, "spec": {**policy["spec"], "placement": new_placement}}
-        model, crd = check_both(groups.PROPAGATION_POLICY_KIND, obj)
+        model, crd = check_both(groups.PROPAGATION_POLICY.kind, obj)
         assert model and crd
-        assert karmada_validators[groups.PROPAGATION_POLICY_KIND].errors(
-            _as_karmada_sees_it(groups.PROPAGATION_POLICY_KIND, obj)) == []
+        assert karmada_validators[groups.PROPAGATION_POLICY.kind].errors(
+            _as_karmada_sees_it(groups.PROPAGATION_POLICY.kind, obj)) == []
 
 
 def test_bad_cluster_taint_policies_are_refused_here_and_pass_karmada_s_schema(
@@ -155,7 +151,7 @@ def test_bad_cluster_taint_policies_are_refused_here_and_pass_karmada_s_schema(
     karmada_validators: Validators,
 ) -> None:
     """What Karmada's webhook refuses or its controller ignores: our schema refuses at once."""
-    kind = groups.CLUSTER_TAINT_POLICY_KIND
+    kind = groups.CLUSTER_TAINT_POLICY.kind
     good = samples[kind][0]
     spec = good["spec"]
     condition = spec["addOnConditions"][0]

@@ -30,8 +30,8 @@ def _names(count: int) -> list[str]:
 
 def _propagation(count: int) -> tuple[resources.Resource, dict[str, Any]]:
     return resources.PROPAGATION_POLICIES, {
-        "apiVersion": groups.PROPAGATION_POLICY_API_VERSION,
-        "kind": groups.PROPAGATION_POLICY_KIND,
+        "apiVersion": groups.PROPAGATION_POLICY.api_version,
+        "kind": groups.PROPAGATION_POLICY.kind,
         "metadata": {"name": _name("bounds"), "namespace": "default"},
         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
                  "placement": {"clusterAffinity": {"clusterNames": _names(count)}}}}
@@ -39,8 +39,8 @@ def _propagation(count: int) -> tuple[resources.Resource, dict[str, Any]]:
 
 def _cluster_propagation(count: int) -> tuple[resources.Resource, dict[str, Any]]:
     return resources.CLUSTER_PROPAGATION_POLICIES, {
-        "apiVersion": groups.CLUSTER_PROPAGATION_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_PROPAGATION_POLICY_KIND,
+        "apiVersion": groups.CLUSTER_PROPAGATION_POLICY.api_version,
+        "kind": groups.CLUSTER_PROPAGATION_POLICY.kind,
         "metadata": {"name": _name("bounds")},
         "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap",
                                         "name": f"cm{i}"} for i in range(count)]}}
@@ -48,8 +48,8 @@ def _cluster_propagation(count: int) -> tuple[resources.Resource, dict[str, Any]
 
 def _taint_policy(count: int) -> tuple[resources.Resource, dict[str, Any]]:
     return resources.CLUSTER_TAINT_POLICIES, {
-        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+        "kind": groups.CLUSTER_TAINT_POLICY.kind,
         "metadata": {"name": _name("bounds")},
         "spec": {"addOnConditions": [{"conditionType": "Ready", "operator": "In",
                                       "statusValues": ["False"]}],

@@ -138,8 +138,8 @@ async def test_the_seed_policy_gets_karmada_s_defaults(cp: kube.ApiClient) -> No
 
 
 def _policy(placement: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": groups.PROPAGATION_POLICY_API_VERSION,
-            "kind": groups.PROPAGATION_POLICY_KIND,
+    return {"apiVersion": groups.PROPAGATION_POLICY.api_version,
+            "kind": groups.PROPAGATION_POLICY.kind,
             "metadata": {"name": testkit.unique("bad"), "namespace": "default"},
             "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment",
                                             "name": "nginx"}],

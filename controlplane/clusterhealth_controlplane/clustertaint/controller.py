@@ -97,8 +97,8 @@ class ClusterTaintController(manager.Controller):
             return  # its taints stay where they are
         try:
             self._parsed[name] = policy.ClusterTaintPolicy.from_dict(
-                {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-                 "kind": groups.CLUSTER_TAINT_POLICY_KIND})
+                {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+                 "kind": groups.CLUSTER_TAINT_POLICY.kind})
         except wire.ValidationError as exc:
             log.warning("ClusterTaintPolicy %s is malformed and not applied: %s", name, exc)
             self._parsed.pop(name, None)
@@ -119,8 +119,8 @@ class ClusterTaintController(manager.Controller):
     @staticmethod
     def _cluster(obj: dict[str, Any]) -> cluster.Cluster | None:
         try:
-            return cluster.Cluster.from_dict({**obj, "apiVersion": groups.CLUSTER_API_VERSION,
-                                              "kind": groups.CLUSTER_KIND})
+            return cluster.Cluster.from_dict({**obj, "apiVersion": groups.CLUSTER.api_version,
+                                              "kind": groups.CLUSTER.kind})
         except wire.ValidationError as exc:
             name = (obj.get("metadata") or {}).get("name")
             log.warning("Cluster %s cannot be read, its taints are left alone: %s", name, exc)
@@ -149,7 +149,7 @@ class ClusterTaintController(manager.Controller):
         return reconcile.Result(requeue_after=plan.requeue_after)
 
     def _report(self, obj: dict[str, Any], plan: decision.Plan) -> None:
-        subject = {**obj, "apiVersion": groups.CLUSTER_API_VERSION, "kind": groups.CLUSTER_KIND}
+        subject = {**obj, "apiVersion": groups.CLUSTER.api_version, "kind": groups.CLUSTER.kind}
         name = obj["metadata"]["name"]
         for reason, change, changes in ((REASON_ADDED, "added", plan.added),
                                         (REASON_REMOVED, "removed", plan.removed)):

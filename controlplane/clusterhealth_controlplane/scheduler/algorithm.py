@@ -88,8 +88,7 @@ class _Timing:
 
 
 def _filter(
-    placement: framework.PlacementView,
-    binding: framework.BindingView,
+    cycle: framework.Cycle,
     clusters: Sequence[framework.ClusterView],
     filters: Sequence[framework.FilterPlugin],
     timing: _Timing | None = None,
@@ -103,10 +102,10 @@ def _filter(
             continue
         for plugin in filters:
             if timing is None:
-                result = plugin.filter(placement, binding, cluster)
+                result = plugin.filter(cycle, cluster)
             else:
                 started = timing.timer()
-                result = plugin.filter(placement, binding, cluster)
+                result = plugin.filter(cycle, cluster)
                 timing.add(plugin.name, FILTER, started)
             if not result.ok:
                 filtered[cluster.name] = result.reason or f"did not pass {plugin.name}"
@@ -125,8 +124,7 @@ def fit_message(total: int, filtered: Mapping[str, str]) -> str:
 
 
 def _score(
-    placement: framework.PlacementView,
-    binding: framework.BindingView,
+    cycle: framework.Cycle,
     cluster: framework.ClusterView,
     scorers: Sequence[framework.ScorePlugin],
     timing: _Timing | None = None,
@@ -134,10 +132,10 @@ def _score(
     total = 0
     for plugin in scorers:
         if timing is None:
-            value = plugin.score(placement, binding, cluster)
+            value = plugin.score(cycle, cluster)
         else:
             started = timing.timer()
-            value = plugin.score(placement, binding, cluster)
+            value = plugin.score(cycle, cluster)
             timing.add(plugin.name, SCORE, started)
         if not framework.MIN_SCORE <= value <= framework.MAX_SCORE:
             raise ValueError(
@@ -215,7 +213,8 @@ def _schedule(
     timing: _Timing | None,
 ) -> ScheduleResult:
     filters, scorers = _split(tuple(registry.values()))
-    feasible, filtered = _filter(placement, binding, clusters, filters, timing)
+    cycle = framework.Cycle.of(placement, binding)
+    feasible, filtered = _filter(cycle, clusters, filters, timing)
     if not feasible:
         return Unschedulable(
             errors.NO_CLUSTER_FIT, fit_message(len(clusters), filtered), filtered
@@ -232,7 +231,7 @@ def _schedule(
             scored.append(
                 spread.ScoredCluster(
                     name=cluster.name,
-                    score=_score(placement, binding, cluster, scorers, timing),
+                    score=_score(cycle, cluster, scorers, timing),
                     available=can_take + binding.assigned(cluster.name),
                     region=cluster.region,
                     zones=cluster.zones,

@@ -10,6 +10,9 @@ they stay pure and the scheduler process adapts whatever models it reads to them
 - :class:`ClusterView`: a member cluster's labels, topology, taints, served APIs and
   capacity.
 
+The scheduler builds one :class:`Cycle` per binding (the placement and binding views,
+and what every plugin derives from them, computed once) and passes it with each cluster,
+as Karmada's framework passes its ``CycleState`` and binding spec.
 A :class:`FilterPlugin` says whether a cluster fits (with a reason when not); a
 :class:`ScorePlugin` gives a fitting cluster 0..100. A :data:`Registry` maps plugin
 names to plugins, in the order they run; :func:`select_plugins` applies the
@@ -235,6 +238,25 @@ class ClusterView:
     deleting: bool = False
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cycle:
+    """One binding's scheduling cycle: what every plugin reads besides the cluster.
+
+    Built once per :func:`~.algorithm.schedule` call, before the clusters are filtered:
+    ``target_names`` (the binding's current targets) is computed here once instead of
+    once per plugin and cluster.
+    """
+
+    placement: PlacementView
+    binding: BindingView
+    target_names: frozenset[str]
+
+    @classmethod
+    def of(cls, placement: PlacementView, binding: BindingView) -> Cycle:
+        """The cycle for ``binding`` under ``placement``."""
+        return cls(placement, binding, binding.target_names)
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """A filter's answer: ``ok``, or not with the ``reason`` (completing "cluster NAME ...")."""
@@ -247,34 +269,29 @@ FIT = Result(True)
 """The answer of a filter that lets a cluster pass."""
 
 
-@runtime_checkable
-class FilterPlugin(Protocol):
-    """Decides whether a cluster fits a binding."""
+class Named(Protocol):
+    """What every plugin has: a name."""
 
     @property
     def name(self) -> str:
         """The plugin's name in the registry and in ``--plugins``."""
         ...
 
-    def filter(
-        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
-    ) -> Result:
+
+@runtime_checkable
+class FilterPlugin(Named, Protocol):
+    """Decides whether a cluster fits a binding."""
+
+    def filter(self, cycle: Cycle, cluster: ClusterView) -> Result:
         """Whether ``cluster`` fits; when not, why."""
         ...
 
 
 @runtime_checkable
-class ScorePlugin(Protocol):
+class ScorePlugin(Named, Protocol):
     """Ranks the clusters that fit: 0 (least preferred) .. 100."""
 
-    @property
-    def name(self) -> str:
-        """The plugin's name in the registry and in ``--plugins``."""
-        ...
-
-    def score(
-        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
-    ) -> int:
+    def score(self, cycle: Cycle, cluster: ClusterView) -> int:
         """The cluster's score, ``MIN_SCORE``..``MAX_SCORE``."""
         ...
 
@@ -291,17 +308,13 @@ class Filter:
     name: ClassVar[str]
     current_targets_fit: ClassVar[bool] = False
 
-    def filter(
-        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
-    ) -> Result:
+    def filter(self, cycle: Cycle, cluster: ClusterView) -> Result:
         """:data:`FIT` for a current target when ``current_targets_fit``, else :meth:`check`."""
-        if self.current_targets_fit and cluster.name in binding.target_names:
+        if self.current_targets_fit and cluster.name in cycle.target_names:
             return FIT
-        return self.check(placement, binding, cluster)
+        return self.check(cycle, cluster)
 
-    def check(
-        self, placement: PlacementView, binding: BindingView, cluster: ClusterView
-    ) -> Result:
+    def check(self, cycle: Cycle, cluster: ClusterView) -> Result:
         """Whether ``cluster`` fits; when not, why (each plugin writes its own)."""
         raise NotImplementedError
 

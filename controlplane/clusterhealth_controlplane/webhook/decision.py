@@ -45,7 +45,7 @@ from clusterhealth_controlplane.scheduler import adapt, framework
 from clusterhealth_core.api import groups, policy, wire
 
 API_VERSION = "admission.k8s.io/v1"
-KINDS = (groups.PROPAGATION_POLICY_KIND, groups.CLUSTER_PROPAGATION_POLICY_KIND)
+KINDS = (groups.PROPAGATION_POLICY.kind, groups.CLUSTER_PROPAGATION_POLICY.kind)
 OPERATIONS = ("CREATE", "UPDATE")
 NO_EXECUTE = "NoExecute"
 WARNING_PREFIX = "clusterhealth-webhook: no default tolerations added"

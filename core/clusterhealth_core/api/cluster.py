@@ -166,9 +166,7 @@ class ClusterStatus(wire.Model):
     api_enablements: tuple[APIEnablement, ...] = dataclasses.field(
         default=(), metadata=wire.json("apiEnablements")
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     node_summary: NodeSummary | None = dataclasses.field(
         default=None, metadata=wire.json("nodeSummary")
     )
@@ -188,8 +186,8 @@ class ClusterStatus(wire.Model):
 class Cluster(meta.Object):
     """cluster.karmada.io/v1alpha1 Cluster (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER.kind)
     spec: ClusterSpec = dataclasses.field(metadata=wire.json("spec"))
     status: ClusterStatus = dataclasses.field(
         default_factory=ClusterStatus, metadata=wire.json("status")

@@ -237,19 +237,15 @@ class MultiClusterIngressStatus(wire.Model):
         metadata=wire.json("serviceLocations", list_type="map", list_map_keys=("name",),
                            max_items=MAX_SERVICE_LOCATIONS),
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(),
-        metadata=wire.json("conditions", list_type="map", list_map_keys=("type",),
-                           max_items=MAX_CONDITIONS),
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions(max_items=MAX_CONDITIONS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MultiClusterIngress(meta.Object):
     """networking.karmada.io/v1alpha1 MultiClusterIngress (namespaced)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.MCI_API_VERSION)
-    kind: str = wire.pinned("kind", groups.MCI_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.MCI.api_version)
+    kind: str = wire.pinned("kind", groups.MCI.kind)
     spec: IngressSpec = dataclasses.field(metadata=wire.json("spec"))
     status: MultiClusterIngressStatus = dataclasses.field(
         default_factory=MultiClusterIngressStatus, metadata=wire.json("status")

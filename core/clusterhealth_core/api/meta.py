@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import enum
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from clusterhealth_core import text
 from clusterhealth_core.api import wire
@@ -82,6 +83,18 @@ class Condition(wire.Model):
         )
     )
     message: str = dataclasses.field(metadata=wire.json("message", max_length=32768))
+
+
+def conditions(*, max_items: int | None = None) -> Any:
+    """A status's ``conditions`` field: :class:`Condition` items, a list map keyed by ``type``.
+
+    Declared as ``conditions: tuple[meta.Condition, ...] = meta.conditions()``: empty by
+    default, and server-side apply merges the conditions by type (each writer owns its own).
+    """
+    return dataclasses.field(
+        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",),
+                                       max_items=max_items)
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

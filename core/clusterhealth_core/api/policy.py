@@ -480,9 +480,7 @@ class PropagationSpec(wire.Model):
 class PropagationPolicyStatus(wire.Model):
     """Observed state of a policy (beyond Karmada), written by the detector."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -499,16 +497,16 @@ class _Policy(meta.Object):
 class PropagationPolicy(_Policy):
     """policy.karmada.io/v1alpha1 PropagationPolicy (namespaced: selects in its namespace)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterPropagationPolicy(_Policy):
     """policy.karmada.io/v1alpha1 ClusterPropagationPolicy (cluster-scoped: selects anywhere)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY.kind)
 
 
 class MatchConditionOperator(enum.StrEnum):
@@ -581,6 +579,6 @@ class ClusterTaintPolicySpec(wire.Model):
 class ClusterTaintPolicy(meta.Object):
     """policy.karmada.io/v1alpha1 ClusterTaintPolicy (cluster-scoped; no status, as in Karmada)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY.kind)
     spec: ClusterTaintPolicySpec = dataclasses.field(metadata=wire.json("spec"))

@@ -126,9 +126,7 @@ class ActiveCluster(wire.Model):
 class RemedyStatus(wire.Model):
     """Observed state of a Remedy, written by the remedy controller."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     active_clusters: tuple[ActiveCluster, ...] = dataclasses.field(
         default=(),
         metadata=wire.json("activeClusters", max_items=MAX_ACTIVE_CLUSTERS, list_type="map",
@@ -145,8 +143,8 @@ class RemedyStatus(wire.Model):
 class Remedy(meta.Object):
     """remedy.karmada.io/v1alpha1 Remedy (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.REMEDY_API_VERSION)
-    kind: str = wire.pinned("kind", groups.REMEDY_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.REMEDY.api_version)
+    kind: str = wire.pinned("kind", groups.REMEDY.kind)
     spec: RemedySpec = dataclasses.field(metadata=wire.json("spec"))
     status: RemedyStatus = dataclasses.field(
         default_factory=RemedyStatus, metadata=wire.json("status")

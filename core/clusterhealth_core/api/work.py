@@ -266,9 +266,7 @@ class ResourceBindingStatus(wire.Model):
     last_scheduled_time: datetime.datetime | None = dataclasses.field(
         default=None, metadata=wire.json("lastScheduledTime")
     )
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     aggregated_status: tuple[AggregatedStatusItem, ...] = dataclasses.field(
         default=(),
         metadata=wire.json("aggregatedStatus", list_type="map", list_map_keys=("clusterName",)),
@@ -289,16 +287,16 @@ class _Binding(meta.Object):
 class ResourceBinding(_Binding):
     """work.karmada.io/v1alpha2 ResourceBinding (namespaced, beside its template)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING_API_VERSION)
-    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING.api_version)
+    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterResourceBinding(_Binding):
     """work.karmada.io/v1alpha2 ClusterResourceBinding (for cluster-scoped templates)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING_API_VERSION)
-    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING.api_version)
+    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -351,9 +349,7 @@ class ManifestStatus(wire.Model):
 class WorkStatus(wire.Model):
     """Observed state of a Work, written by the execution and status controllers."""
 
-    conditions: tuple[meta.Condition, ...] = dataclasses.field(
-        default=(), metadata=wire.json("conditions", list_type="map", list_map_keys=("type",))
-    )
+    conditions: tuple[meta.Condition, ...] = meta.conditions()
     manifest_statuses: tuple[ManifestStatus, ...] = dataclasses.field(
         default=(), metadata=wire.json("manifestStatuses")
     )
@@ -363,8 +359,8 @@ class WorkStatus(wire.Model):
 class Work(meta.Object):
     """work.karmada.io/v1alpha1 Work (namespaced, in ``karmada-es-<cluster>``)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.WORK_API_VERSION)
-    kind: str = wire.pinned("kind", groups.WORK_KIND)
+    api_version: str = wire.pinned("apiVersion", groups.WORK.api_version)
+    kind: str = wire.pinned("kind", groups.WORK.kind)
     spec: WorkSpec = dataclasses.field(metadata=wire.json("spec"))
     status: WorkStatus = dataclasses.field(
         default_factory=WorkStatus, metadata=wire.json("status")

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 PATH_TYPES = ("Exact", "Prefix", "ImplementationSpecific")
 """``networking.k8s.io/v1`` path types (``ImplementationSpecific`` is treated as ``Prefix``)."""
@@ -142,6 +142,31 @@ class CapacityExceeded(ProviderError):
         super().__init__(message)
         self.setting = setting
         """The provider setting to raise (``servers_per_slot``, ``slots``), when one would."""
+
+
+def resync_each(
+    specs: Sequence[LoadBalancerSpec],
+    served: Iterable[str],
+    drop: Callable[[str], object],
+    apply: Callable[[LoadBalancerSpec], object],
+) -> ProviderError | None:
+    """:meth:`Provider.resync`'s contract on a provider's own desired state.
+
+    Drops every ``served`` key that ``specs`` lack, then applies each spec in key
+    order; a spec whose ``apply`` raises :class:`ProviderError` is skipped, not fatal.
+    Returns the error naming the skipped specs (the provider raises it once its own
+    work is done), or ``None``.
+    """
+    wanted = {s.key for s in specs}
+    for key in sorted(set(served) - wanted):
+        drop(key)
+    failed: list[str] = []
+    for spec in sorted(specs, key=lambda s: s.key):
+        try:
+            apply(spec)
+        except ProviderError as exc:
+            failed.append(str(exc))
+    return ProviderError("resync skipped: " + " | ".join(failed)) if failed else None
 
 
 def backend_key(service: str, port: str) -> str:

@@ -160,17 +160,9 @@ class FakeProvider(base.Provider):
     async def resync(self, specs: Sequence[base.LoadBalancerSpec]) -> None:
         """Serve exactly ``specs``."""
         await self._begin("resync", tuple(specs))
-        wanted = {s.key for s in specs}
-        for key in sorted(set(self._served) - wanted):
-            self._delete(key)
-        failed: list[str] = []
-        for spec in sorted(specs, key=lambda s: s.key):
-            try:
-                self._apply(spec)
-            except base.ProviderError as exc:
-                failed.append(str(exc))
-        if failed:
-            raise base.ProviderError("resync skipped: " + " | ".join(failed))
+        error = base.resync_each(specs, self._served, self._delete, self._apply)
+        if error is not None:
+            raise error
 
     async def close(self) -> None:
         """Nothing to release; recorded."""

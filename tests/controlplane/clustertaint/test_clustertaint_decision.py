@@ -32,7 +32,7 @@ def make_cluster(conditions: dict[str, str] | None = None,
     if region:
         spec["region"] = region
     return cluster.Cluster.from_dict({
-        "apiVersion": groups.CLUSTER_API_VERSION, "kind": groups.CLUSTER_KIND,
+        "apiVersion": groups.CLUSTER.api_version, "kind": groups.CLUSTER.kind,
         "metadata": {"name": name, "labels": labels or {}},
         "spec": spec,
         "status": {"conditions": [
@@ -69,8 +69,8 @@ def make_policy(name: str, taints: list[dict[str, Any]], *,
     if target is not None:
         spec["targetClusters"] = target
     return policy.ClusterTaintPolicy.from_dict({
-        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+        "kind": groups.CLUSTER_TAINT_POLICY.kind,
         "metadata": {"name": name, "creationTimestamp": stamp(created)},
         "spec": spec})
 

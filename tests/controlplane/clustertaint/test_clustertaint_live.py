@@ -167,8 +167,8 @@ async def test_unknown_is_unreachable(env: environment.LocalEnvironment) -> None
 
 def dns_policy(name: str, cluster: str) -> dict[str, Any]:
     return {
-        "apiVersion": groups.CLUSTER_TAINT_POLICY_API_VERSION,
-        "kind": groups.CLUSTER_TAINT_POLICY_KIND,
+        "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+        "kind": groups.CLUSTER_TAINT_POLICY.kind,
         "metadata": {"name": name},
         "spec": {
             "targetClusters": {"clusterNames": [cluster]},

@@ -88,7 +88,7 @@ def test_cluster_affinity(
     affinity: framework.ClusterAffinity | None, cluster: framework.ClusterView, fits: bool
 ) -> None:
     result = clusteraffinity.ClusterAffinity().filter(
-        framework.PlacementView(affinity=affinity), binding(), cluster
+        framework.Cycle.of(framework.PlacementView(affinity=affinity), binding()), cluster
     )
     assert result.ok is fits
     assert bool(result.reason) is not fits
@@ -135,9 +135,8 @@ def test_taint_toleration(
     fits: bool,
     reason: str,
 ) -> None:
-    result = tainttoleration.TaintToleration().filter(
-        framework.PlacementView(tolerations=tolerations), binding(targets), member(taints=taints)
-    )
+    cycle = framework.Cycle.of(framework.PlacementView(tolerations=tolerations), binding(targets))
+    result = tainttoleration.TaintToleration().filter(cycle, member(taints=taints))
     assert result == framework.Result(fits, reason)
 
 
@@ -152,7 +151,7 @@ def test_taint_toleration(
 )
 def test_cluster_eviction(evicting: tuple[str, ...], targets: tuple[str, ...], fits: bool) -> None:
     result = clustereviction.ClusterEviction().filter(
-        framework.PlacementView(), binding(targets, evicting), member()
+        framework.Cycle.of(framework.PlacementView(), binding(targets, evicting)), member()
     )
     assert result.ok is fits
     if not fits:
@@ -180,7 +179,7 @@ def test_api_enablement(
 ) -> None:
     cluster = member(api_enablements=enablements, api_enablements_complete=complete)
     result = apienablement.APIEnablement().filter(
-        framework.PlacementView(), binding(targets), cluster
+        framework.Cycle.of(framework.PlacementView(), binding(targets)), cluster
     )
     assert result.ok is fits
     assert reason in result.reason
@@ -200,7 +199,9 @@ def test_api_enablement(
 )
 def test_spread_constraint_filter(field: str, cluster: framework.ClusterView, fits: bool) -> None:
     placement = framework.PlacementView(spread_constraints=(spread.SpreadConstraint(field, 1, 1),))
-    result = spreadconstraint.SpreadConstraint().filter(placement, binding(), cluster)
+    result = spreadconstraint.SpreadConstraint().filter(
+        framework.Cycle.of(placement, binding()), cluster
+    )
     assert result.ok is fits
     if not fits:
         assert f"did not have the {field}" in result.reason
@@ -208,10 +209,10 @@ def test_spread_constraint_filter(field: str, cluster: framework.ClusterView, fi
 
 def test_cluster_locality() -> None:
     score = clusterlocality.ClusterLocality().score
-    placement = framework.PlacementView()
-    assert score(placement, binding(("member1",)), member("member1")) == 100
-    assert score(placement, binding(("member1",)), member("member2")) == 0
-    assert score(placement, binding(), member("member1")) == 0
+    current = framework.Cycle.of(framework.PlacementView(), binding(("member1",)))
+    assert score(current, member("member1")) == 100
+    assert score(current, member("member2")) == 0
+    assert score(framework.Cycle.of(framework.PlacementView(), binding()), member("member1")) == 0
 
 
 # --- Registry and --plugins ------------------------------------------------------------

@@ -21,13 +21,9 @@ class APIEnablement(framework.Filter):
     name = NAME
     current_targets_fit = True
 
-    def check(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> framework.Result:
+    def check(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> framework.Result:
         """Fit when the cluster lists the kind (current targets fit unchecked)."""
+        binding = cycle.binding
         what = f"{binding.kind} ({binding.api_version})"
         if cluster.api_enablements is None:
             return framework.Result(False, f"has not reported its APIs yet, so {what} is unknown")

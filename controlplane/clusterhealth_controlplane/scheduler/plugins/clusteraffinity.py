@@ -18,14 +18,9 @@ class ClusterAffinity(framework.Filter):
 
     name = NAME
 
-    def check(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> framework.Result:
+    def check(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> framework.Result:
         """Fit when the affinity is absent or matches."""
-        affinity = placement.affinity
+        affinity = cycle.placement.affinity
         if affinity is None or selectors.affinity_matches(affinity, cluster):
             return framework.FIT
         if cluster.name in affinity.exclude:

@@ -17,13 +17,8 @@ class ClusterEviction(framework.Filter):
 
     name = NAME
 
-    def check(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> framework.Result:
+    def check(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> framework.Result:
         """Fit unless a graceful eviction task evicts the binding from the cluster."""
-        if cluster.name in binding.evicting_from:
+        if cluster.name in cycle.binding.evicting_from:
             return framework.Result(False, "is in the process of eviction")
         return framework.FIT

@@ -18,13 +18,8 @@ class ClusterLocality:
 
     name = NAME
 
-    def score(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> int:
+    def score(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> int:
         """``MAX_SCORE`` for a current target, else ``MIN_SCORE``."""
-        if cluster.name in binding.target_names:
+        if cluster.name in cycle.target_names:
             return framework.MAX_SCORE
         return framework.MIN_SCORE

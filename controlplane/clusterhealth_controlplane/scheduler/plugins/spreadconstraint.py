@@ -17,14 +17,9 @@ class SpreadConstraint(framework.Filter):
 
     name = NAME
 
-    def check(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> framework.Result:
+    def check(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> framework.Result:
         """Fit when the cluster has every spread field the placement uses."""
-        for constraint in placement.spread_constraints:
+        for constraint in cycle.placement.spread_constraints:
             field = constraint.field
             if field == spread.PROVIDER and not cluster.provider:
                 return framework.Result(False, "did not have the provider property")

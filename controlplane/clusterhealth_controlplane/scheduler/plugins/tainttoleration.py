@@ -20,14 +20,9 @@ class TaintToleration(framework.Filter):
     name = NAME
     current_targets_fit = True
 
-    def check(
-        self,
-        placement: framework.PlacementView,
-        binding: framework.BindingView,
-        cluster: framework.ClusterView,
-    ) -> framework.Result:
+    def check(self, cycle: framework.Cycle, cluster: framework.ClusterView) -> framework.Result:
         """Fit when every scheduling taint is tolerated (current targets fit unchecked)."""
-        taint = selectors.untolerated_taint(cluster.taints, placement.tolerations)
+        taint = selectors.untolerated_taint(cluster.taints, cycle.placement.tolerations)
         if taint is None:
             return framework.FIT
         return framework.Result(False, f"had untolerated taint {{{taint}}}")

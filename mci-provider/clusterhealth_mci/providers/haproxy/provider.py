@@ -164,20 +164,12 @@ class HAProxyProvider(base.Provider):
         """Re-read HAProxy and make it serve exactly ``specs`` (everything else is removed)."""
         async with self._operation():
             await self._load()
-            wanted = {s.key for s in specs}
-            for key in sorted(set(self._specs) - wanted):
-                self._forget(key)
-            failed: list[str] = []
-            for spec in sorted(specs, key=lambda s: s.key):
-                try:
-                    self._accept(spec)
-                except base.ProviderError as exc:
-                    failed.append(str(exc))
+            error = base.resync_each(specs, self._specs, self._forget, self._accept)
             self._authoritative = True
             self._adoptable.clear()
             await self._converge()
-        if failed:
-            raise base.ProviderError("resync skipped: " + " | ".join(failed))
+        if error is not None:
+            raise error
 
     async def close(self) -> None:
         """Stop the background tasks and close the runtime API connection."""

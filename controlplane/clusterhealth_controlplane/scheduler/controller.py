@@ -79,6 +79,8 @@ retries at once)."""
 STATUS_RETRY = retry.Backoff(initial=0.1, factor=2.0, maximum=30.0, jitter=0.1,
                              attempts=1_000_000)
 """Delay before a deferred status write that failed is tried again, by attempt."""
+BACKLOG_STATUS_WRITERS = 1
+"""Deferred statuses written at once while placements wait (all workers once none do)."""
 STATUS_POLL = 0.02
 """Seconds between two looks at the queue while deferred statuses wait for it to empty."""
 
@@ -518,6 +520,8 @@ class Scheduler(builder.Declared):
     def _next_status(self, now: float) -> str | None:
         """The key of the deferred status to write now, if any may be written."""
         backlog = bool(len(self.controller.queue))
+        if backlog and len(self._writing) >= BACKLOG_STATUS_WRITERS:
+            return None
         for key, pending in self.pending.items():
             if key in self._writing or pending.not_before > now:
                 continue

@@ -33,9 +33,10 @@ and a Warning Event. Writes are skipped when the live object already says the sa
 in the queue (one binding at a time: as Karmada's scheduler, which patches the status
 right after the placement in the same worker). When a backlog waits, it is deferred
 instead: one pending status per binding (the latest wins), written by a second set of
-workers once the queue is empty, or anyway when it has waited
-:attr:`ControllerSettings.status_delay` seconds; so the writes that move workloads go
-first. Decisions read a binding's pending status as its live one.
+workers once the queue is empty; while it is not, those that have waited
+:attr:`ControllerSettings.status_delay` seconds are written by one worker at a time (never
+starved); so the writes that move workloads go first. Decisions read a binding's pending
+status as its live one.
 """
 
 from __future__ import annotations

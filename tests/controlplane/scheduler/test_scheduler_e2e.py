@@ -250,3 +250,30 @@ async def test_dynamic_weights_without_capacity_say_so(
     assert condition["reason"] == "Unschedulable"
     assert "3 replicas must be placed" in condition["message"]
     assert targets(await binding(cp, name)) == {}
+
+
+async def test_a_backlog_gets_every_status(
+        cp: kube.ApiClient, scheduler: Scheduler, members_serve: None,
+        cleanup: dict[str, list[str]]) -> None:
+    """Bindings created at once (a backlog: statuses deferred behind placements) all end
+    Scheduled for their generation; a placement whose status is lost is claimed again."""
+    names = [testkit.unique("many") for _ in range(40)]
+    cleanup["bindings"].extend(names)
+    for name in names:
+        await make_binding(cp, name, divided({"member1": 1, "member2": 2}))
+    for name in names:
+        await wait_targets(cp, name, {"member1": 1, "member2": 2})
+
+    lost = names[0]
+    await cp.patch(resources.RESOURCE_BINDINGS, lost,
+                   {"status": {"conditions": None, "schedulerObservedGeneration": None,
+                               "lastScheduledTime": None}},
+                   namespace=NAMESPACE, subresource="status")
+    assert scheduled(await binding(cp, lost)) is None
+    # a spec change that is no reason to schedule again: only the status is brought up to date
+    await cp.patch(resources.RESOURCE_BINDINGS, lost,
+                   {"spec": {"resource": {"resourceVersion": "2"}}}, namespace=NAMESPACE)
+    claimed = await wait_targets(cp, lost, {"member1": 1, "member2": 2})
+    condition = scheduled(claimed)
+    assert condition is not None and condition["reason"] == "Success"
+    assert claimed["status"].get("lastScheduledTime")

@@ -275,6 +275,7 @@ async def test_the_controller_docs_core_md_declares_runs_as_written() -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+@testkit.fake_time  # the fakes and the runtime wait only on the loop's clock
 async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None:
     """Writers before the caches, ``on_start`` after them, workers after ``start_after``."""
     policies = FakeInformer()

@@ -62,15 +62,10 @@ class Implementation:
     def start(self, env: environment.LocalEnvironment, workers: int, log: pathlib.Path
               ) -> subprocess.Popen[bytes]:
         """Start one controller process, its output appended to ``log``."""
-        child = takeover.child_env()
         # the repository root too: the kopf prototype lives in bench/
-        child["PYTHONPATH"] = os.pathsep.join([str(takeover.REPO), child["PYTHONPATH"]])
-        if self.tree is not None:
-            child["PYTHONPATH"] = os.pathsep.join(
-                str(self.tree / folder) for folder in takeover.SOURCE_FOLDERS)
         with log.open("ab") as out:
             return subprocess.Popen(self.argv(env, workers), stdout=out,
-                                    stderr=subprocess.STDOUT, env=child)
+                                    stderr=subprocess.STDOUT, env=runtime.child_env(self.tree))
 
 
 def _ours(env: environment.LocalEnvironment, workers: int) -> list[str]:
@@ -627,9 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
     elif options.remedies is not None:
         parser.error("--remedies needs --clusters")
-    if options.baseline_tree is not None and not (options.baseline_tree / "remedy").is_dir():
-        parser.error(f"--baseline-tree {options.baseline_tree}: not a checkout of this "
-                     "repository (no remedy/)")
+    runtime.baseline_tree(parser, options.baseline_tree)
     karmada = karmada_binary(options)
     figures = asyncio.run(measure(options, karmada))
     print(report.text_table(figures))

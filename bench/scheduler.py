@@ -296,7 +296,7 @@ def karmada(binary: pathlib.Path, *, shipped: bool) -> Implementation:
 def start(impl: Implementation, env: environment.LocalEnvironment,
           log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start one scheduler process, its output appended to ``log``."""
-    # the repository root too: the bare writer lives in bench/
+    # runtime.child_env: the repository root too (the bare writer lives in bench/)
     with log.open("ab") as out:
         return subprocess.Popen(impl.argv(env), stdout=out, stderr=subprocess.STDOUT,
                                 env=runtime.child_env(impl.tree))

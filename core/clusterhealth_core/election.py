@@ -354,13 +354,7 @@ class LeaderElector:
                 "metadata": {"name": cfg.lease_name, "namespace": cfg.lease_namespace},
                 "spec": mine.to_spec(),
             }
-            try:
-                self._lease = await self._lease_api.create(resources.LEASES, body)
-            except errors.Conflict:
-                return False
-            self._observe(mine, sent_at)
-            self._last_renew_sent = sent_at
-            return True
+            return await self._write(self._lease_api.create(resources.LEASES, body), mine, sent_at)
         old = LeaderRecord.from_lease(lease)
         if old != self._observed:
             self._observe(old, self.clock.monotonic())
@@ -375,8 +369,14 @@ class LeaderElector:
             record = dataclasses.replace(mine, lease_transitions=old.lease_transitions + 1)
         updated = dict(lease)
         updated["spec"] = record.to_spec()
+        return await self._write(self._lease_api.update(resources.LEASES, updated), record, sent_at)
+
+    async def _write(
+        self, write: Coroutine[Any, Any, kube.Object], record: LeaderRecord, sent_at: float
+    ) -> bool:
+        """Send a create or update of the lease; True when it won (no Conflict)."""
         try:
-            self._lease = await self._lease_api.update(resources.LEASES, updated)
+            self._lease = await write
         except errors.Conflict:
             return False
         self._observe(record, sent_at)

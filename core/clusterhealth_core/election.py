@@ -174,6 +174,14 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+def _within(elapsed: float, limit: float, fine: str, stalled: str,
+            cause: str = "") -> tuple[bool, str]:
+    """A liveness verdict: ``fine`` while ``elapsed <= limit``, else ``stalled`` and the limit."""
+    if elapsed > limit:
+        return False, f"{stalled} (limit {limit:g}s){cause}"
+    return True, fine
+
+
 class LeaderElector:
     """Campaigns for one Lease and runs the leader's work while it holds it."""
 
@@ -291,18 +299,15 @@ class LeaderElector:
         now = self.clock.monotonic()
         if self._leading:
             age = now - self._last_renew_sent
-            limit = cfg.renew_deadline + cfg.work_stop_timeout + cfg.retry_period
-            if age > limit:
-                return False, (f"leading, but the last successful renewal was sent {age:.1f}s "
-                               f"ago (limit {limit:g}s): renewals stalled")
-            return True, f"leading, renewed {age:.1f}s ago"
+            return _within(age, cfg.renew_deadline + cfg.work_stop_timeout + cfg.retry_period,
+                           f"leading, renewed {age:.1f}s ago",
+                           f"leading, but the last successful renewal was sent {age:.1f}s ago",
+                           ": renewals stalled")
         if self._campaigning:
             idle = now - self._last_progress
-            limit = cfg.lease_duration + cfg.renew_deadline + cfg.retry_period
-            if idle > limit:
-                return False, (f"standing by, but the campaign made no progress for {idle:.1f}s "
-                               f"(limit {limit:g}s)")
-            return True, f"standing by (leader: {self.observed_leader or 'none'})"
+            return _within(idle, cfg.lease_duration + cfg.renew_deadline + cfg.retry_period,
+                           f"standing by (leader: {self.observed_leader or 'none'})",
+                           f"standing by, but the campaign made no progress for {idle:.1f}s")
         return True, "not campaigning"
 
     def _progress(self) -> None:
@@ -349,13 +354,7 @@ class LeaderElector:
                 "metadata": {"name": cfg.lease_name, "namespace": cfg.lease_namespace},
                 "spec": mine.to_spec(),
             }
-            try:
-                self._lease = await self._lease_api.create(resources.LEASES, body)
-            except errors.Conflict:
-                return False
-            self._observe(mine, sent_at)
-            self._last_renew_sent = sent_at
-            return True
+            return await self._write(self._lease_api.create(resources.LEASES, body), mine, sent_at)
         old = LeaderRecord.from_lease(lease)
         if old != self._observed:
             self._observe(old, self.clock.monotonic())
@@ -370,8 +369,14 @@ class LeaderElector:
             record = dataclasses.replace(mine, lease_transitions=old.lease_transitions + 1)
         updated = dict(lease)
         updated["spec"] = record.to_spec()
+        return await self._write(self._lease_api.update(resources.LEASES, updated), record, sent_at)
+
+    async def _write(
+        self, write: Coroutine[Any, Any, kube.Object], record: LeaderRecord, sent_at: float
+    ) -> bool:
+        """Send a create or update of the lease; True when it won (no Conflict)."""
         try:
-            self._lease = await self._lease_api.update(resources.LEASES, updated)
+            self._lease = await write
         except errors.Conflict:
             return False
         self._observe(record, sent_at)

@@ -77,12 +77,17 @@ def rate(text: str) -> float:
     return value
 
 
+def whole_number(text: str, what: str = "a number") -> int:
+    """Parse a whole number; else one message: ``'x' is not <what>``."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
 def port(text: str) -> int:
     """Parse a TCP port (0 picks a free one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    value = whole_number(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
     return value

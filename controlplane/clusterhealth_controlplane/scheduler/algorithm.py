@@ -19,6 +19,7 @@ import dataclasses
 import enum
 import functools
 from collections.abc import Callable, Mapping, Sequence, Set
+from typing import TypeVar
 
 from clusterhealth_controlplane.scheduler import (
     assignment,
@@ -69,6 +70,7 @@ SCORE = "Score"
 Observe = Callable[[str, str, float], None]
 """``observe(plugin, extension_point, seconds)``: a plugin's time over all clusters of a call."""
 Timer = Callable[[], float]
+_R = TypeVar("_R")
 
 
 class _Timing:
@@ -78,9 +80,20 @@ class _Timing:
         self.timer = timer
         self.spent: dict[tuple[str, str], float] = {}
 
-    def add(self, plugin: str, point: str, started: float) -> None:
+    def call(
+        self,
+        plugin: str,
+        point: str,
+        method: Callable[[framework.Cycle, framework.ClusterView], _R],
+        cycle: framework.Cycle,
+        cluster: framework.ClusterView,
+    ) -> _R:
+        """``method(cycle, cluster)``, its time added to ``plugin`` at ``point``."""
+        started = self.timer()
+        result = method(cycle, cluster)
         key = (plugin, point)
         self.spent[key] = self.spent.get(key, 0.0) + self.timer() - started
+        return result
 
     def report(self, observe: Observe) -> None:
         for (plugin, point), seconds in self.spent.items():
@@ -101,12 +114,8 @@ def _filter(
             filtered[cluster.name] = "is being deleted"
             continue
         for plugin in filters:
-            if timing is None:
-                result = plugin.filter(cycle, cluster)
-            else:
-                started = timing.timer()
-                result = plugin.filter(cycle, cluster)
-                timing.add(plugin.name, FILTER, started)
+            result = (plugin.filter(cycle, cluster) if timing is None
+                      else timing.call(plugin.name, FILTER, plugin.filter, cycle, cluster))
             if not result.ok:
                 filtered[cluster.name] = result.reason or f"did not pass {plugin.name}"
                 break
@@ -131,12 +140,8 @@ def _score(
 ) -> int:
     total = 0
     for plugin in scorers:
-        if timing is None:
-            value = plugin.score(cycle, cluster)
-        else:
-            started = timing.timer()
-            value = plugin.score(cycle, cluster)
-            timing.add(plugin.name, SCORE, started)
+        value = (plugin.score(cycle, cluster) if timing is None
+                 else timing.call(plugin.name, SCORE, plugin.score, cycle, cluster))
         if not framework.MIN_SCORE <= value <= framework.MAX_SCORE:
             raise ValueError(
                 f"score plugin {plugin.name} gave {cluster.name} {value}, outside "

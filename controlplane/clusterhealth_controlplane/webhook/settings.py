@@ -46,10 +46,7 @@ class WebhookSettings(settings.ProcessSettings):
 
 def toleration_seconds(text: str) -> int:
     """A ``tolerationSeconds``: a whole number >= 0 (an int64, as the API has it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    value = settings.whole_number(text, "a whole number of seconds")
     if value < 0:
         raise argparse.ArgumentTypeError(
             f"{text!r}: a toleration time must be >= 0 seconds (0 evicts at once)")

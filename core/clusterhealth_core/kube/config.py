@@ -295,6 +295,13 @@ class _Merged:
         self.contexts: dict[str, _Named] = {}
         self.current_context: str | None = None
 
+    def referred(self, kind: str, name: str, where: str) -> _Named:
+        """The ``cluster`` or ``user`` a context names; a clear error when no file has it."""
+        found = (self.clusters if kind == "cluster" else self.users).get(name)
+        if found is None:
+            raise errors.ConfigError(f"{where}: no {kind} named {name!r} in {self.label}")
+        return found
+
     def add(self, file: pathlib.Path, document: Mapping[str, Any]) -> None:
         """Merge one file: what earlier files named stays."""
         self.files.append(file)
@@ -460,11 +467,7 @@ def _from_merged(
     cluster_name = _string(ctx, "cluster", ctx_where)
     if not cluster_name:
         raise errors.ConfigError(f"{ctx_where}: names no cluster")
-    cluster_entry = merged.clusters.get(cluster_name)
-    if cluster_entry is None:
-        raise errors.ConfigError(
-            f"{ctx_where}: no cluster named {cluster_name!r} in {merged.label}"
-        )
+    cluster_entry = merged.referred("cluster", cluster_name, ctx_where)
     cluster = cluster_entry.body
     cluster_where = f"kubeconfig {cluster_entry.file}, context {name!r}, cluster {cluster_name!r}"
     server = _string(cluster, "server", cluster_where)
@@ -495,13 +498,8 @@ def _from_merged(
     user_entry = _Named({}, ctx_entry.file)
     user_where = ctx_where
     if user_name:
-        found = merged.users.get(user_name)
-        if found is None:
-            raise errors.ConfigError(
-                f"{ctx_where}: no user named {user_name!r} in {merged.label}"
-            )
-        user_entry = found
-        user_where = f"kubeconfig {found.file}, context {name!r}, user {user_name!r}"
+        user_entry = merged.referred("user", user_name, ctx_where)
+        user_where = f"kubeconfig {user_entry.file}, context {name!r}, user {user_name!r}"
     user = user_entry.body
     _check_user_supported(user, user_where)
     cert = _data_or_file(user_entry, "client-certificate", user_where)

@@ -15,14 +15,12 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from clusterhealth_core import settings
 from clusterhealth_mci.providers.haproxy import config
 
 
 def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = settings.whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value

@@ -177,7 +177,6 @@ class RemedyController(builder.Declared):
         remedy_metrics: metrics.RemedyMetrics,
     ) -> None:
         super().__init__(term)
-        self.settings = settings
         self.metrics = remedy_metrics
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_transform)
         self.remedies = term.informers.informer(resources.REMEDIES)

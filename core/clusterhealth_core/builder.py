@@ -36,7 +36,13 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   :meth:`Controller.writer`; none in a standby's term, which never writes.
 * ``on_start(hook)`` runs once every cache has loaded, before the workers
   (what the first pass queues); ``start_after(wait)`` holds the workers until
-  ``wait()`` returns (a status that needs another queue's first pass).
+  ``wait()`` returns (with ``synced=True`` the controller is synced only then);
+  ``start_after_first_pass(other, timeout)`` holds them until ``other`` has
+  reconciled once every object its caches held when they loaded (a status
+  that needs another queue's first pass).
+* ``beside(work)`` runs ``work()`` beside the controller for as long as it
+  runs (the member clients' housekeeping); ``on_stop(hook)`` is called (and
+  awaited, when it returns an awaitable) once it stops, however it stops.
 * ``channel()``: a queue fed only by :meth:`Controller.enqueue` calls (from
   another reconcile), controller-runtime's ``source.Channel``.
 * The built :class:`Controller` is synced when every declared informer is,
@@ -48,12 +54,18 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
+import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.kube import informer, resources
+
+log = logging.getLogger(__name__)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -172,6 +184,44 @@ class Starting:
     statuses: tuple[StatusDeclaration, ...] = ()
     on_start: tuple[Hook, ...] = ()
     start_after: Wait | None = None
+    start_after_synced: bool = False
+    """Whether the controller is synced only once ``start_after`` returned."""
+    beside: tuple[Wait, ...] = ()
+    on_stop: tuple[Hook, ...] = ()
+
+
+class FirstPass:
+    """The objects a controller had when its caches loaded, until each was reconciled once.
+
+    Reconciled means attempted, whatever the outcome; a deleted object is done too.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pending: set[str] = set()
+        self.armed = False
+        self.over = asyncio.Event()
+
+    def arm(self, keys: Iterable[str]) -> None:
+        """The caches have loaded: every one of ``keys`` is one to wait for."""
+        self.pending = set(keys)
+        self.armed = True
+        self.done("")  # over at once when there is nothing
+
+    def done(self, key: str) -> None:
+        """``key`` was reconciled (or deleted)."""
+        self.pending.discard(key)
+        if self.armed and not self.pending:
+            self.over.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Until the first pass is over, at most ``timeout`` seconds (then say so)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.over.wait()
+        if not self.over.is_set():
+            log.warning("%s: %d object(s) not reconciled after %.0fs; starting anyway",
+                        self.name, len(self.pending), timeout)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +261,10 @@ class Controller:
         self.resync_period = starting.resync
         self.writers: dict[tuple[str, str], status.StatusWriter] = {}
         """The declared status writers by (resource plural, field manager), made in :meth:`run`."""
+        self.first_pass: FirstPass | None = None
+        """Followed when another controller starts after this one's first pass."""
+        self.started = False
+        """Whether the workers have started (``start_after`` returned)."""
         self.informers: list[informer.Informer] = []
         for cache in [w.informer for w in watches] + also_synced:
             if not any(cache is known for known in self.informers):
@@ -224,6 +278,8 @@ class Controller:
 
     def _handler(self, watch: Watch) -> informer.Handler:
         def handle(event: str, obj: informer.Object, old: informer.Object | None) -> None:
+            if self.first_pass is not None and event == DELETED and watch is self.watches[0]:
+                self.first_pass.done(Request.of(obj).key)
             for request in watch.requests(Event(event, obj, old)):
                 if watch.delay:
                     self.runtime.enqueue_after(request.key, watch.delay)
@@ -232,7 +288,11 @@ class Controller:
         return handle
 
     async def _by_key(self, key: str) -> reconcile.Result | None:
-        return await self._reconcile(Request.parse(key))
+        try:
+            return await self._reconcile(Request.parse(key))
+        finally:  # attempted, whatever the outcome
+            if self.first_pass is not None:
+                self.first_pass.done(key)
 
     async def _terminal(self, key: str, exc: reconcile.TerminalError) -> None:
         assert self._on_terminal is not None
@@ -255,8 +315,15 @@ class Controller:
 
     @property
     def synced(self) -> bool:
-        """Whether every declared informer has loaded."""
-        return all(cache.synced for cache in self.informers)
+        """Whether every declared informer has loaded (and ``start_after``, if it says so)."""
+        return (all(cache.synced for cache in self.informers)
+                and (self.started or not self.starting.start_after_synced))
+
+    def follow_first_pass(self) -> FirstPass:
+        """Follow this controller's first pass (over the ``for_`` kind); call before :meth:`run`."""
+        if self.first_pass is None:
+            self.first_pass = FirstPass(self.name)
+        return self.first_pass
 
     def writer(self, resource: resources.Resource,
                field_manager: str | None = None) -> status.StatusWriter:
@@ -285,6 +352,7 @@ class Controller:
     async def _workers(self) -> None:
         if self.starting.start_after is not None:
             await self.starting.start_after()
+        self.started = True
         await self.runtime.run()
 
     async def wait_synced(self) -> None:
@@ -296,14 +364,32 @@ class Controller:
         """Make the status writers, wait for every declared informer, start, reconcile.
 
         Until cancelled: the ``on_start`` hooks run once the caches have loaded, the
-        workers once ``start_after`` returned, the resync beside them.
+        workers once ``start_after`` returned, the resync and ``beside`` work beside
+        them; the ``on_stop`` hooks once it ends.
         """
+        try:
+            if not self.starting.beside:
+                await self._run()
+                return
+            async with asyncio.TaskGroup() as group:
+                for work in self.starting.beside:
+                    group.create_task(_awaited(work), name=f"{self.name}-beside")
+                group.create_task(self._run(), name=f"{self.name}-run")
+        finally:
+            for hook in self.starting.on_stop:
+                result = hook()
+                if inspect.isawaitable(result):
+                    await result
+
+    async def _run(self) -> None:
         for declared in self.starting.statuses if self.term.writes else ():
             key = (declared.resource.plural, declared.field_manager)
             self.writers[key] = await self.term.status_writer(
                 declared.resource, declared.field_manager, declared.fields,
                 declared.condition_types)
         await self.wait_synced()
+        if self.first_pass is not None and self.watches:
+            self.first_pass.arm(self.watches[0].informer.store)
         for hook in self.starting.on_start:
             hook()
         if self.resync_period is None:
@@ -312,6 +398,10 @@ class Controller:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._resync(self.resync_period), name=f"{self.name}-resync")
             group.create_task(self._workers(), name=f"{self.name}-workers")
+
+
+async def _awaited(work: Wait) -> None:
+    await work()
 
 
 class Builder:
@@ -386,9 +476,33 @@ class Builder:
             self._starting, on_start=(*self._starting.on_start, hook))
         return self
 
-    def start_after(self, wait: Wait) -> Builder:
-        """Start the workers only once ``await wait()`` returned."""
-        self._starting = dataclasses.replace(self._starting, start_after=wait)
+    def start_after(self, wait: Wait, *, synced: bool = False) -> Builder:
+        """Start the workers only once ``await wait()`` returned.
+
+        ``synced``: the controller is synced only once it returned, too.
+        """
+        self._starting = dataclasses.replace(self._starting, start_after=wait,
+                                             start_after_synced=synced)
+        return self
+
+    def start_after_first_pass(self, other: Controller, timeout: float) -> Builder:
+        """Start the workers once ``other`` has had its first pass, or after ``timeout`` s.
+
+        The first pass: every object of ``other``'s ``for_`` kind known when its caches
+        loaded reconciled once (or deleted); a timeout is logged.
+        """
+        return self.start_after(functools.partial(other.follow_first_pass().wait, timeout))
+
+    def beside(self, work: Wait) -> Builder:
+        """Run ``await work()`` beside the controller, from its start to its end."""
+        self._starting = dataclasses.replace(self._starting,
+                                             beside=(*self._starting.beside, work))
+        return self
+
+    def on_stop(self, hook: Hook) -> Builder:
+        """Call ``hook()`` once the controller stops (awaited if it returns an awaitable)."""
+        self._starting = dataclasses.replace(
+            self._starting, on_stop=(*self._starting.on_stop, hook))
         return self
 
     def channel(self) -> Builder:

@@ -43,7 +43,6 @@ unreachable, conflicts on write) is retried with the runtime's backoff.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,9 +54,8 @@ from clusterhealth_core import reconcile as runtime
 from clusterhealth_core.api import mci as mci_api
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import informer, resources
-from clusterhealth_mci import bindings, memberservices, metrics, plan
+from clusterhealth_mci import bindings, memberservices, metrics, plan, routes
 from clusterhealth_mci.providers import base
-from clusterhealth_mci.providers import plan as routing
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +72,6 @@ PORT_NOT_FOUND = "PortNotFound"
 MEMBER_NOT_WATCHED = pool_members.MEMBER_NOT_WATCHED
 """The Event reason on a Cluster whose member the provider cannot watch (e.g. no
 credentials of its own there)."""
-MISSING_READONLY_HINT = (
-    ": the MCI provider reads members with a read-only identity of its own; create that "
-    "Secret (caBundle, token) from the identity `helm install ... --set target=member` made "
-    "in the member (charts/mci-provider/README.md, 'Member clusters'), or run with "
-    "--member-credentials=cluster to use the Cluster's own credentials")
 SERVICE_NOT_FOUND = "ServiceNotFound"
 """A backend Service runs in no member cluster (not terminal: it may come)."""
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
@@ -99,8 +92,6 @@ cluster_fields = informer.keep_fields(
     "spec.apiEndpoint", "spec.secretRef", "spec.insecureSkipTLSVerification", "spec.proxyURL",
     "spec.proxyHeader", "status.remedyActions")
 """What the controller reads of a Cluster: how to reach it, and its remedy actions."""
-secret_fields = informer.keep_fields("type", "data")
-"""What it reads of a cluster Secret: the credentials."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,109 +140,62 @@ class MCIController(builder.Declared):
         self.metrics = mci_metrics
         self.mcis = term.informers.informer(resources.MULTI_CLUSTER_INGRESSES)
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_fields)
-        readonly = settings.member_credentials == pool_members.READONLY
-        secret_namespace = (settings.member_secret_namespace if readonly
-                            else settings.cluster_secret_namespace)
-        self.secrets = term.informers.informer(
-            resources.SECRETS, namespace=secret_namespace, transform=secret_fields)
-        self.pool = pool_members.MemberClients(
-            term.api, secrets=self.secrets, clusters=self.clusters,
-            user_agent="clusterhealth-mci", clock=self.clock, secret_namespace=secret_namespace,
-            own_secrets=secret_namespace if readonly else None)
-        self.members = memberservices.MemberCaches(
-            self.pool, lambda name, api: memberservices.MemberCache(
-                name, api, self._member_changed, settings=term.informers.settings,
-                clock=self.clock),
-            clock=self.clock, on_change=lambda name: self._member_changed(name, "", ""),
-            recorder=term.recorder,
-            missing_secret_hint=MISSING_READONLY_HINT if readonly else "")
+        self.members = memberservices.MemberCaches.of_term(
+            term, self.clusters, self._member_changed, credentials=settings.member_credentials,
+            readonly_namespace=settings.member_secret_namespace,
+            cluster_namespace=settings.cluster_secret_namespace)
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
         self.specs: dict[str, base.LoadBalancerSpec] = {}
         """What the provider serves, by MCI (the last spec it accepted)."""
         self.fail_open: dict[str, bool] = {}
         self.failed: dict[str, str] = {}
         """MCI -> the reason it is not served (terminal errors only)."""
-        self._analysis: dict[str, plan.Analysis] = {}
-        self._claimants: dict[routing.MapEntry, set[str]] = {}
-        self._by_service: dict[tuple[str, str], set[str]] = {}
-        self._located: dict[str, frozenset[str]] = {}
+        self.routes = routes.RouteIndex()
+        """Every MCI's analysis, by the routes it claims, the Services it names, where it runs."""
         self._reported: dict[str, tuple[str, str, str]] = {}
         self._missing: dict[str, tuple[str, ...]] = {}
         """MCI -> the backend Services last reported as found in no member."""
-        self._ready = False
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
             .watches(self.clusters, self._located_on,  # what moves the MCIs located there:
                      builder.changed(lambda c: (c.get("status") or {}).get("remedyActions")),
-                     observe=self._cluster_access)
-            .uses(self.secrets)
+                     observe=self.members.cluster_changed)
+            .uses(self.members.secrets)
             .status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
                     frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))  # the leader's only
             .on_start(self._check_ports)
-            .start_after(self._start)
+            .start_after(self._start, synced=True)  # synced: the load balancer resynced once
             .resync(settings.resync_period, before=self._resync_provider)
+            .beside(self.members.pool.run)  # the member clients kept tidy
+            .on_stop(self.members.close)
+            .on_stop(self.members.pool.close)
             .on_terminal(self.on_terminal)
             .complete(self.reconcile))
-
-    @property
-    def synced(self) -> bool:
-        """Whether the caches have loaded and the load balancer was resynced once."""
-        return self._ready
 
     # --- handlers -------------------------------------------------------------------------
 
     def _mci_changed(self, event: builder.Event) -> list[builder.Request]:
         """Index its routes and Services; the MCI, its route sharers and full MCIs are due."""
         key = informer.key_of(event.obj)
-        before = self._analysis.get(key)
-        after = None if event.type == builder.DELETED else self._analyse(key, event.obj)
-        self._index(key, before, after)
+        before, after = self.routes.update(
+            key, None if event.type == builder.DELETED else event.obj)
         due = [key]
         if (before is None or after is None or before.claims.keys() != after.claims.keys()
                 or self._holding(event.old) != self._holding(event.obj)):
-            due += self._sharers(key, before, after)
+            due += self.routes.sharers(key, before, after)
         if event.type == builder.DELETED or event.obj["metadata"].get("deletionTimestamp"):
             due += self._recheck_capacity()
         return [builder.Request.parse(k) for k in due]
-
-    def _analyse(self, key: str, obj: Mapping[str, Any]) -> plan.Analysis:
-        known = self._analysis.get(key)
-        if known is not None and known.version == plan.spec_version(obj):
-            return known
-        return plan.analyse(key, obj)
-
-    def _index(self, key: str, before: plan.Analysis | None, after: plan.Analysis | None) -> None:
-        namespace = key.partition("/")[0]
-        for entry in before.claims if before is not None else ():
-            self._claimants.get(entry, set()).discard(key)
-            if not self._claimants.get(entry, True):
-                del self._claimants[entry]
-        for service in before.services if before is not None else ():
-            self._by_service.get((namespace, service), set()).discard(key)
-        if after is None:
-            self._analysis.pop(key, None)
-            return
-        self._analysis[key] = after
-        for entry in after.claims:
-            self._claimants.setdefault(entry, set()).add(key)
-        for service in after.services:
-            self._by_service.setdefault((namespace, service), set()).add(key)
 
     def _holding(self, obj: Mapping[str, Any] | None) -> bool:
         """Whether an MCI object may hold routes (ours, not being deleted)."""
         return (obj is not None and self.ours(obj)
                 and not obj["metadata"].get("deletionTimestamp"))
 
-    def _sharers(self, key: str, *analyses: plan.Analysis | None) -> list[str]:
-        """The MCIs claiming a host and path that ``key`` claims (or claimed)."""
-        return [other for analysis in analyses
-                for entry in (analysis.claims if analysis is not None else ())
-                for other in self._claimants.get(entry, ()) if other != key]
-
     def _enqueue_sharers(self, key: str, *analyses: plan.Analysis | None) -> None:
         """Reconcile the MCIs claiming a host and path that ``key`` claims (or claimed)."""
-        for other in self._sharers(key, *analyses):
+        for other in self.routes.sharers(key, *analyses):
             self._enqueue(other)
 
     def _enqueue(self, key: str) -> None:
@@ -265,20 +209,12 @@ class MCIController(builder.Declared):
                                           self.settings.drain_timeout + 1.0)
         return full
 
-    def _cluster_access(self, event: builder.Event) -> None:
-        """A Cluster added, deleted, or reached otherwise: its member is checked again."""
-        if (event.type != builder.MODIFIED
-                or self.pool.access(event.obj) != self.pool.access(event.old or {})):
-            self.members.mark(str(event.obj["metadata"]["name"]), fresh=True)
-
-    def _located_on(self, event: builder.Event) -> list[builder.Request]:
+    def _located_on(self, event: builder.Event) -> Iterable[builder.Request]:
         """The MCIs located on a Cluster (whose ``remedyActions`` changed)."""
-        name = str(event.obj["metadata"]["name"])
-        return [builder.Request.parse(key) for key, located in self._located.items()
-                if name in located]
+        return map(builder.Request.parse, self.routes.located_on(event.obj["metadata"]["name"]))
 
     def _service_changed(self, namespace: str, service: str) -> None:
-        for key in self._by_service.get((namespace, service), ()):
+        for key in self.routes.using(namespace, service):
             self._enqueue(key)
 
     def _member_changed(self, cluster: str, namespace: str, service: str) -> None:
@@ -324,7 +260,7 @@ class MCIController(builder.Declared):
         self.failed.pop(key, None)
         self._reported.pop(key, None)
         self._missing.pop(key, None)
-        self._located.pop(key, None)
+        self.routes.locate(key, None)
         self.metrics.forget(key)
 
     async def _add_finalizer(self, obj: Mapping[str, Any]) -> None:
@@ -381,8 +317,8 @@ class MCIController(builder.Declared):
         """Older MCIs holding hosts and paths that ``key`` claims: holder -> routes."""
         found: dict[str, list[str]] = {}
         for entry, route in analysis.claims.items():
-            for other in self._claimants.get(entry, ()):
-                theirs = self._analysis.get(other)
+            for other in self.routes.claimants.get(entry, ()):
+                theirs = self.routes.get(other)
                 if (other != key and theirs is not None and self._may_hold(other)
                         and theirs.precedence < analysis.precedence
                         and route not in found.setdefault(other, [])):
@@ -392,7 +328,7 @@ class MCIController(builder.Declared):
     def _may_hold(self, key: str) -> bool:
         """Whether MCI ``key`` may keep routes from younger ones (servable, not failing)."""
         obj = self.mcis.store.get(key)
-        analysis = self._analysis.get(key)
+        analysis = self.routes.get(key)
         return (self._holding(obj) and analysis is not None and not analysis.error
                 and key not in self.failed)
 
@@ -406,12 +342,12 @@ class MCIController(builder.Declared):
         if obj["metadata"].get("deletionTimestamp") or not self.ours(obj):
             if FINALIZER in (obj["metadata"].get("finalizers") or []) or key in self.specs:
                 await self._delete(key, obj)
-                self._enqueue_sharers(key, self._analysis.get(key))
+                self._enqueue_sharers(key, self.routes.get(key))
             return runtime.DONE
         if self.writes and FINALIZER not in (obj["metadata"].get("finalizers") or []):
             await self._add_finalizer(obj)
             return runtime.DONE  # the update event brings us back with the finalizer in place
-        analysis = self._analyse(key, obj)
+        analysis = self.routes.analyse(key, obj)
         if analysis.error or analysis.model is None:
             raise SpecError(INVALID_SPEC, analysis.error or "the spec cannot be read")
         held = self.conflicts(key, analysis)
@@ -425,7 +361,7 @@ class MCIController(builder.Declared):
         self._serving(key, True)
         lb_status = await self._ensure(key, decided)
         self.specs[key] = decided.spec
-        self._located[key] = frozenset(c for _, cs in decided.service_locations for c in cs)
+        self.routes.locate(key, frozenset(c for _, cs in decided.service_locations for c in cs))
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
         self._reported.pop(key, None)  # a later error is news again
@@ -459,7 +395,7 @@ class MCIController(builder.Declared):
                 # Held by an MCI that may not keep them from this one (younger, failing,
                 # or gone): it loses them; its own reconcile reports the conflict.
                 losers = [h for h in exc.holders if h != key and h not in self.conflicts(
-                    key, self._analysis[key])]
+                    key, self.routes.analyses[key])]
                 if attempt or not losers or len(losers) != len(exc.holders):
                     raise SpecError(ROUTE_CONFLICT, meta.bound_message(
                         str(exc), CONDITION_MESSAGE_BUDGET), decided) from exc
@@ -486,7 +422,7 @@ class MCIController(builder.Declared):
         else:
             self.failed[key] = reason
         if was != serving:
-            self._enqueue_sharers(key, self._analysis.get(key))
+            self._enqueue_sharers(key, self.routes.get(key))
 
     async def on_terminal(self, request: builder.Request, error: runtime.TerminalError) -> None:
         """Report an MCI that cannot be served: False condition, Warning Event, no retry."""
@@ -619,7 +555,7 @@ class MCIController(builder.Declared):
         """The specs of every MCI that can be served now (the older one of a conflict)."""
         specs = []
         for key, obj in self.mcis.store.items():
-            analysis = self._analysis.get(key)
+            analysis = self.routes.get(key)
             if (not self._holding(obj) or analysis is None or analysis.error
                     or analysis.model is None or self.conflicts(key, analysis)):
                 continue
@@ -658,18 +594,7 @@ class MCIController(builder.Declared):
         await self.members.start()
         await self.members.wait_loaded(self.settings.member_load_timeout)
         await self._initial_resync()
-        self._ready = True
         self._enqueue_all()
-
-    async def run(self) -> None:
-        """Run until cancelled, the member clients kept tidy beside; then close them."""
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self.pool.run(), name="mci-member-clients")
-                group.create_task(self.controller.run(), name=CONTROLLER)
-        finally:
-            await self.members.close()
-            await self.pool.close()
 
 
 def _bounded(parts: Sequence[str], budget: int = CONDITION_MESSAGE_BUDGET) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from clusterhealth_core import builder, runner
 from clusterhealth_core import clock as clocks
 from clusterhealth_core import members as pool_members
 from clusterhealth_core.kube import client as kube
@@ -43,6 +44,13 @@ ChangeHandler = Callable[[str, str, str], None]
 ``handler(cluster, "", "")`` when everything known about the cluster may have changed."""
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
+MISSING_READONLY_HINT = (
+    ": the MCI provider reads members with a read-only identity of its own; create that "
+    "Secret (caBundle, token) from the identity `helm install ... --set target=member` made "
+    "in the member (charts/mci-provider/README.md, 'Member clusters'), or run with "
+    "--member-credentials=cluster to use the Cluster's own credentials")
+secret_fields = informer.keep_fields("type", "data")
+"""What the provider reads of a cluster Secret: the credentials."""
 service_fields = informer.keep_fields("spec.ports")
 """What the controller reads of a member's Service: its ports."""
 
@@ -140,6 +148,41 @@ class MemberCache(pool_members.Watched):
 
 class MemberCaches(pool_members.MemberInformers[MemberCache]):
     """The members' :class:`MemberCache`, and the answers across them."""
+
+    @classmethod
+    def of_term(cls, term: runner.Term, clusters: informer.Informer, on_change: ChangeHandler,
+                *, credentials: str, readonly_namespace: str,
+                cluster_namespace: str) -> MemberCaches:
+        """Member caches on a pool of their own, reading the ``credentials`` of the module doc.
+
+        ``readonly``: the Secrets of ``readonly_namespace`` named like the Clusters;
+        ``cluster``: the Clusters' ``secretRef``, only in ``cluster_namespace``.
+        """
+        readonly = credentials == pool_members.READONLY
+        secret_namespace = readonly_namespace if readonly else cluster_namespace
+        secrets = term.informers.informer(resources.SECRETS, namespace=secret_namespace,
+                                          transform=secret_fields)
+        pool = pool_members.MemberClients(
+            term.api, secrets=secrets, clusters=clusters, user_agent="clusterhealth-mci",
+            clock=term.clock, secret_namespace=secret_namespace,
+            own_secrets=secret_namespace if readonly else None)
+        return cls(pool, lambda name, api: MemberCache(
+            name, api, on_change, settings=term.informers.settings, clock=term.clock),
+            clock=term.clock, on_change=lambda name: on_change(name, "", ""),
+            recorder=term.recorder, missing_secret_hint=MISSING_READONLY_HINT if readonly else "")
+
+    @property
+    def secrets(self) -> informer.Informer:
+        """The informer on the credentials' Secrets (the pool's)."""
+        if self.pool.secrets is None:
+            raise RuntimeError("member caches without the Secrets' informer")
+        return self.pool.secrets
+
+    def cluster_changed(self, event: builder.Event) -> None:
+        """A Cluster added, deleted, or reached otherwise: its member is checked again."""
+        if (event.type != builder.MODIFIED
+                or self.pool.access(event.obj) != self.pool.access(event.old or {})):
+            self.mark(str(event.obj["metadata"]["name"]), fresh=True)
 
     def located(self, namespace: str, name: str) -> list[str]:
         """Clusters running Service ``namespace/name``."""

@@ -38,8 +38,6 @@ object again (:class:`~clusterhealth_core.reconcile.TerminalError`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import datetime
 import logging
@@ -179,22 +177,13 @@ class RemedyController(builder.Declared):
         remedy_metrics: metrics.RemedyMetrics,
     ) -> None:
         super().__init__(term)
-        self.settings = settings
         self.metrics = remedy_metrics
         self.clusters = term.informers.informer(resources.CLUSTERS, transform=cluster_transform)
         self.remedies = term.informers.informer(resources.REMEDIES)
         self.remedy_index = index.RemedyIndex()
-        """The parsed Remedies, by the clusters they can cover."""
+        """The parsed Remedies, by the clusters they can cover, and those refused."""
         self.decisions = index.ActiveIndex()
         """Every Cluster's latest decision, and the Clusters each Remedy acts on."""
-        self.invalid: dict[str, str] = {}
-        """Remedies refused by the model, and why (they act nowhere)."""
-        self._warned: dict[str, str] = {}
-        """The refusal each invalid Remedy was last told about (one Event per reason)."""
-        self._first_pass: set[str] = set()
-        """Clusters not yet reconciled in this term (Remedy statuses wait for them)."""
-        self._first_pass_done = asyncio.Event()
-        self._first_pass_armed = False
         self._writing: dict[str, dict[str, Any]] = {}
         """Cluster to the status it is being written (its echo needs no reconcile)."""
         self._status_due: dict[str, float] = {}
@@ -209,8 +198,8 @@ class RemedyController(builder.Declared):
             .watches(self.remedies, self._clusters_affected, builder.SPEC,
                      observe=self._index_remedy)
             .status(resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
-            .on_start(self._start_first_pass)
             .resync(settings.resync_period)
+            .on_stop(self.change_log.flush)  # the summarised change log says the rest
             .on_terminal(self._warn_on(resources.CLUSTERS, self.clusters))
             .complete(self.reconcile_cluster))
         self.remedy_controller = (
@@ -220,8 +209,11 @@ class RemedyController(builder.Declared):
             .status(resources.REMEDIES, FIELD_MANAGER,
                     frozenset({"conditions", "activeClusters", "activeClusterCount"}),
                     frozenset(CONDITION_TYPES))
-            .start_after(self._first_pass_over)
-            .resync(settings.resync_period, lambda: map(_request, self.remedy_index.remedies))
+            # a Remedy status written before every Cluster has a decision would drop
+            # activeClusters (and their since) that the first pass is about to find again
+            .start_after_first_pass(self.cluster_controller, INITIAL_PASS_TIMEOUT)
+            .resync(settings.resync_period,
+                    lambda: map(builder.Request.parse, self.remedy_index.remedies))
             .on_terminal(self._warn_on(resources.REMEDIES, self.remedies))
             .complete(self.reconcile_remedy))
         self.controllers = (self.cluster_controller, self.remedy_controller)
@@ -235,13 +227,6 @@ class RemedyController(builder.Declared):
     def remedy_writer(self) -> statuses.StatusWriter:
         """How Remedy statuses are written (made before the workers start)."""
         return self.remedy_controller.writer(resources.REMEDIES)
-
-    async def run(self) -> None:
-        """Reconcile until cancelled; then the summarised change log says the rest."""
-        try:
-            await super().run()
-        finally:
-            self.change_log.flush()
 
     # --- events (synchronous, cheap: they only look and queue names) -------
 
@@ -258,16 +243,16 @@ class RemedyController(builder.Declared):
         if event.type != builder.DELETED:
             return
         name = str(event.obj["metadata"]["name"])
-        self._first_pass_reconciled(name)
         gone = self.decisions.remove(name)
         if gone is not None:
             self.metrics.set_actions(name, ())
             self.metrics.set_sources(name, {})
             for match in gone.matches:
-                self.remedy_controller.enqueue(_request(match.remedy))
+                self.remedy_controller.enqueue(builder.Request.parse(match.remedy))
 
     def _remedies_naming(self, event: builder.Event) -> Iterable[builder.Request]:
-        return map(_request, self.remedy_index.naming(str(event.obj["metadata"]["name"])))
+        names = self.remedy_index.naming(str(event.obj["metadata"]["name"]))
+        return map(builder.Request.parse, names)
 
     def _disturbed(self, name: str, owned: Mapping[str, Any], known: decision.Decision) -> bool:
         """Whether our fields on a Cluster differ from what we decided (or are writing).
@@ -278,38 +263,20 @@ class RemedyController(builder.Declared):
         """
         return owned != decision.status_patch(known) and owned != self._writing.get(name)
 
-    def _parse(self, obj: Mapping[str, Any] | None) -> remedy.Remedy | None:
-        if obj is None:
-            return None
-        name = str(obj.get("metadata", {}).get("name"))
-        try:
-            parsed = remedy.Remedy.from_dict(obj)
-        except meta.ValidationError as exc:  # our CRD refuses it; Karmada's may hold it
-            if self.invalid.get(name) != str(exc):
-                log.error("Remedy %s is invalid and acts nowhere: %s", name, exc)
-            self.invalid[name] = str(exc)
-            return None
-        self.invalid.pop(name, None)
-        self._warned.pop(name, None)
-        return parsed
-
     def _index_remedy(self, event: builder.Event) -> None:
-        name = str(event.obj["metadata"]["name"])
-        after = None if event.type == builder.DELETED else self._parse(event.obj)
-        if after is None:
-            self.remedy_index.remove(name)
-        else:
-            self.remedy_index.put(after)
-        if event.type == builder.DELETED:
-            self.invalid.pop(name, None)
-            self._warned.pop(name, None)
+        deleted = event.type == builder.DELETED
+        refused = self.remedy_index.update(str(event.obj["metadata"]["name"]),
+                                           None if deleted else event.obj)
+        if refused is not None:  # our CRD refuses it; Karmada's may hold it
+            log.error("Remedy %s is invalid and acts nowhere: %s", refused.name, refused.problem)
 
     def _clusters_affected(self, event: builder.Event) -> Iterable[builder.Request]:
         """The Clusters a Remedy's (old or new) affinity covers: its spec changed."""
         before = _parsed(event.obj if event.type == builder.DELETED else event.old)
         after = None if event.type == builder.DELETED else self.remedy_index.get(
             str(event.obj["metadata"]["name"]))
-        return map(_request, decision.affected_clusters(before, after, self._cluster_names()))
+        affected = decision.affected_clusters(before, after, self._cluster_names())
+        return map(builder.Request.parse, affected)
 
     def _cluster_names(self) -> list[str]:
         return [str(o["metadata"]["name"]) for o in self.clusters.store.values()]
@@ -319,12 +286,6 @@ class RemedyController(builder.Declared):
     async def reconcile_cluster(self, request: builder.Request) -> reconcile.Result | None:
         """Recompute and (if it differs) write one Cluster's remedy status."""
         name = request.name
-        try:
-            return await self._reconcile_cluster(name)
-        finally:  # attempted, whatever the outcome: Remedy statuses need not wait for it
-            self._first_pass_reconciled(name)
-
-    async def _reconcile_cluster(self, name: str) -> reconcile.Result | None:
         obj = self.clusters.store.get(name)
         if obj is None:
             return None
@@ -357,7 +318,8 @@ class RemedyController(builder.Declared):
             touched |= {m.remedy for m in previous.matches} if previous else set()
             for remedy_name in touched:
                 # coalesce: one Remedy may cover 1,000 clusters changing at once
-                self.remedy_controller.enqueue_after(_request(remedy_name), STATUS_COALESCE)
+                self.remedy_controller.enqueue_after(builder.Request.parse(remedy_name),
+                                                     STATUS_COALESCE)
         return None
 
     async def _take_over(self, obj: Mapping[str, Any], desired: Mapping[str, Any],
@@ -396,8 +358,9 @@ class RemedyController(builder.Declared):
         """Write a Remedy's status: where it acts, unknown cluster names, whether it can act."""
         name = request.name
         obj = self.remedies.store.get(name)
-        if obj is not None and name in self.invalid:
-            return await self._report_invalid(name, obj, self.invalid[name])
+        refused = self.remedy_index.invalid.get(name)
+        if obj is not None and refused is not None:
+            return await self._report_invalid(obj, refused)
         parsed = self.remedy_index.get(name)
         writer = self.remedy_writer
         if obj is None or parsed is None or not writer.writable:
@@ -435,14 +398,15 @@ class RemedyController(builder.Declared):
                 raise self._rejected(metrics.KIND_REMEDY, name, exc) from exc
         return None
 
-    async def _report_invalid(self, name: str, obj: Mapping[str, Any],
-                              problem: str) -> reconcile.Result | None:
+    async def _report_invalid(self, obj: Mapping[str, Any],
+                              refused: index.Refusal) -> reconcile.Result | None:
         """A Warning Event (once per problem); ``Effective=False`` where Remedies have a status."""
-        message = f"the Remedy is invalid and acts on no cluster: {problem}"
-        if self._warned.get(name) != problem:
+        name = refused.name
+        message = f"the Remedy is invalid and acts on no cluster: {refused.problem}"
+        if not refused.told:
             self.recorder.record(_reference(resources.REMEDIES, obj), "Warning", REASON_INVALID,
                                  meta.bound_message(message))
-            self._warned[name] = problem
+            refused.told = True
         writer = self.remedy_writer
         if not writer.writable:
             return None  # Karmada's Remedy has no status: the Event says it
@@ -493,36 +457,6 @@ class RemedyController(builder.Declared):
                 self.recorder.record(_reference(resource, obj), "Warning", exc.reason,
                                      exc.message)
         return warn
-
-    # --- the first pass of a term -------------------------------------------------
-
-    def _start_first_pass(self) -> None:
-        """The caches have loaded: every Cluster known now is one to wait for."""
-        self._first_pass = set(self._cluster_names())
-        self._first_pass_armed = True
-        self._first_pass_reconciled("")  # done at once when there is no Cluster
-
-    def _first_pass_reconciled(self, name: str) -> None:
-        self._first_pass.discard(name)
-        if self._first_pass_armed and not self._first_pass:
-            self._first_pass_done.set()
-
-    async def _first_pass_over(self) -> None:
-        """Hold the ``remedy-status`` workers until every Cluster has a decision.
-
-        A Remedy status written before that would drop ``activeClusters``
-        (and their ``since``) that the first pass is about to find again.
-        """
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(INITIAL_PASS_TIMEOUT):
-                await self._first_pass_done.wait()
-        if not self._first_pass_done.is_set():
-            log.warning("%d Cluster(s) not reconciled after %.0fs; writing Remedy statuses "
-                        "anyway", len(self._first_pass), INITIAL_PASS_TIMEOUT)
-
-
-def _request(name: str) -> builder.Request:
-    return builder.Request("", name)
 
 
 def _parsed(obj: Mapping[str, Any] | None) -> remedy.Remedy | None:

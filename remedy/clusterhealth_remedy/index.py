@@ -13,18 +13,32 @@ informer events and reconciles.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from clusterhealth_core.api import remedy
+from clusterhealth_core.api import meta, remedy
 from clusterhealth_remedy import decision
 
 
+@dataclasses.dataclass
+class Refusal:
+    """Why the model refuses a Remedy (it acts nowhere), and whether that was told."""
+
+    name: str
+    problem: str
+    told: bool = False
+    """A Warning Event said it (one per problem: a new problem is a new refusal)."""
+
+
 class RemedyIndex:
-    """The parsed Remedies, by name and by the clusters they can cover."""
+    """The parsed Remedies, by name and by the clusters they can cover; those refused."""
 
     def __init__(self) -> None:
         self.remedies: dict[str, remedy.Remedy] = {}
         """Every parsed Remedy by name."""
+        self.invalid: dict[str, Refusal] = {}
+        """Remedies refused by the model, and why (they act nowhere)."""
         self._everywhere: dict[str, remedy.Remedy] = {}
         """Remedies without an affinity (every cluster, also clusters created later)."""
         self._naming: dict[str, set[str]] = {}
@@ -32,6 +46,28 @@ class RemedyIndex:
 
     def __len__(self) -> int:
         return len(self.remedies)
+
+    def update(self, name: str, obj: Mapping[str, Any] | None) -> Refusal | None:
+        """Index the Remedy object ``obj`` (None: deleted); return a refusal that is new.
+
+        One the model refuses is forgotten as a Remedy and kept in :attr:`invalid`
+        (the same problem again keeps its refusal, and what was told of it).
+        """
+        try:
+            parsed = None if obj is None else remedy.Remedy.from_dict(obj)
+        except meta.ValidationError as exc:
+            self.remove(name)
+            known = self.invalid.get(name)
+            if known is not None and known.problem == str(exc):
+                return None
+            self.invalid[name] = Refusal(name, str(exc))
+            return self.invalid[name]
+        self.invalid.pop(name, None)
+        if parsed is None:
+            self.remove(name)
+        else:
+            self.put(parsed)
+        return None
 
     def get(self, name: str) -> remedy.Remedy | None:
         """The Remedy called ``name``, if it is indexed."""

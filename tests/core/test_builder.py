@@ -335,3 +335,103 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
         await asyncio.gather(task, return_exceptions=True)
     with pytest.raises(RuntimeError, match="no status writer"):
         fed.writer(cast(Any, resource))
+
+
+@testkit.fake_time  # the fakes and the runtime wait only on the loop's clock
+async def test_first_pass_beside_on_stop_and_synced_after_start() -> None:
+    """A second controller starts after the first pass of the first; work beside; on_stop."""
+    clusters, statuses = FakeInformer(), FakeInformer()
+    steps: list[str] = []
+    gate = asyncio.Event()
+    opened = asyncio.Event()
+
+    async def reconcile_cluster(request: builder.Request) -> None:
+        if request.name == "b":
+            await gate.wait()
+            raise RuntimeError("failed: attempted all the same")
+        if request.name == "c":
+            await asyncio.Event().wait()  # only its deletion ends its first pass
+        steps.append(f"cluster {request.name}")
+
+    async def reconcile_status(request: builder.Request) -> None:
+        steps.append(f"status {request.name}")
+
+    async def housekeeping() -> None:
+        steps.append("beside")
+        await asyncio.Event().wait()
+
+    async def closed() -> None:
+        steps.append("closed")
+
+    async def started() -> None:
+        await opened.wait()
+
+    fake = term()
+    first = builder.Builder("first", fake).for_(cast(informer.Informer, clusters)).complete(
+        reconcile_cluster)
+    second = (builder.Builder("second", fake)
+              .for_(cast(informer.Informer, statuses))
+              .start_after_first_pass(first, timeout=60)
+              .beside(housekeeping)
+              .on_stop(lambda: steps.append("stopped"))
+              .on_stop(closed)
+              .complete(reconcile_status))
+    gated = builder.Builder("gated", fake).for_(cast(informer.Informer, statuses)).start_after(
+        started, synced=True).complete(reconcile_status)
+
+    for name in ("a", "b", "c"):
+        clusters.emit("ADDED", obj(name))
+
+    class Both(builder.Declared):
+        controllers = (first, second, gated)
+
+    both = Both(fake)
+    task = asyncio.create_task(both.run())
+    try:
+        await asyncio.sleep(0.02)
+        assert steps == ["beside"]  # beside from the start, before the caches load
+        clusters.loaded.set()
+        statuses.loaded.set()
+        statuses.emit("ADDED", obj("r"))
+        await asyncio.sleep(0.5)
+        assert first.first_pass is not None and first.first_pass.pending == {"b", "c"}
+        clusters.emit("DELETED", obj("c"))  # deleted: done
+        assert "status r" not in steps and first.synced and second.synced
+        assert not gated.synced and not both.synced  # its start_after has not returned
+        gate.set()  # b fails: attempted, the first pass is over
+        async with asyncio.timeout(5):
+            while "status r" not in steps:
+                await asyncio.sleep(0.01)
+        assert "cluster a" in steps
+        opened.set()
+        async with asyncio.timeout(5):
+            while not both.synced:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert steps[-2:] == ["stopped", "closed"]
+
+
+@testkit.fake_time
+async def test_a_first_pass_that_never_ends_holds_the_workers_until_the_timeout(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clusters = FakeInformer()
+    hold = asyncio.Event()
+
+    async def never(request: builder.Request) -> None:
+        await hold.wait()
+
+    fake = term()
+    first = builder.Builder("first", fake).for_(cast(informer.Informer, clusters)).complete(never)
+    waiting = first.follow_first_pass()
+    clusters.emit("ADDED", obj("a"))
+    clusters.loaded.set()
+    task = asyncio.create_task(first.run())
+    try:
+        await waiting.wait(30)
+        assert not waiting.over.is_set() and waiting.pending == {"a"}
+        assert "first: 1 object(s) not reconciled after 30s" in caplog.text
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -237,10 +237,10 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
             # Each 401 makes the pool rebuild the client; rebuilt clients refused again are
             # retried with backoff (without it: a hundred rebuilds a second).
             refused: list[str] = []
-            run.controller.pool.add_listener(refused.append)
+            run.controller.members.pool.add_listener(refused.append)
             await asyncio.sleep(3)
             assert 1 <= refused.count(cluster) <= 6
-            first = run.controller.pool.peek(cluster)
+            first = run.controller.members.pool.peek(cluster)
             await cp.patch(resources.SECRETS, cluster, {"data": secret(reader_token)},
                            namespace=namespace)
             await k.eventually(lambda: located(sorted([cluster, "member1"])))

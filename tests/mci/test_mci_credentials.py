@@ -68,7 +68,7 @@ async def test_no_credentials_of_its_own_no_watch_and_an_event_saying_which_secr
             assert "not watched" in run.controller.members.problems[cluster]
             assert cluster not in run.controller.members.active
             # the Cluster's own credentials were never used, though they work
-            assert run.controller.pool.peek(cluster) is None
+            assert run.controller.members.pool.peek(cluster) is None
 
             reader = await cp.get(resources.SECRETS, "member1", namespace=namespace)
             await cp.create(resources.SECRETS, {
@@ -105,7 +105,7 @@ async def test_cluster_mode_reads_with_the_clusters_own_credentials(
                     {"name": service, "clusters": sorted(["member1", cluster])}]
 
             await k.eventually(located)
-            assert run.controller.secrets.namespace == environment.CLUSTER_SECRET_NAMESPACE
+            assert run.controller.members.secrets.namespace == environment.CLUSTER_SECRET_NAMESPACE
             await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default")
             await k.eventually(lambda: k.gone(cp, name))
     finally:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from clusterhealth_core.api import mci
-from clusterhealth_mci import plan
+from clusterhealth_mci import plan, routes
 from clusterhealth_mci.providers import plan as routing
 
 TC = ("TrafficControl",)
@@ -197,3 +197,26 @@ def test_status_lists_are_cut_to_the_crd_bounds() -> None:
     assert f"trafficBlockClusters lists {mci.MAX_CLUSTERS} clusters, 4 more blocked but " \
         "not listed" in notes
     assert mci.MultiClusterIngressStatus.from_dict(fields).traffic_block_clusters
+
+
+def test_the_route_index_follows_claims_services_and_locations() -> None:
+    index = routes.RouteIndex()
+    shop = _mci([_path("/api")], name="shop")
+    before, after = index.update("ns/shop", shop)
+    assert before is None and after is not None and index.get("ns/shop") is after
+    assert index.analyse("ns/shop", shop) is after  # the same spec: not analysed again
+    _, other = index.update("ns/other", _mci([_path("/api", service="other")], name="other"))
+    assert set(index.sharers("ns/shop", after)) == {"ns/other"}  # once per shared entry
+    assert index.using("ns", "web") == ["ns/shop"] and index.using("ns", "other") == ["ns/other"]
+    index.locate("ns/shop", frozenset({"m1", "m2"}))
+    assert index.located_on("m2") == ["ns/shop"] and index.located_on("m3") == []
+    moved = _mci([_path("/web")], name="shop")
+    moved["metadata"]["generation"] = 2
+    was, now = index.update("ns/shop", moved)
+    assert was is after and now is not None and now is not after
+    assert index.sharers("ns/shop", now) == []
+    assert set(index.sharers("ns/shop", was)) == {"ns/other"}
+    assert index.update("ns/shop", None) == (now, None)
+    index.locate("ns/shop", None)
+    assert index.get("ns/shop") is None and index.using("ns", "web") == []
+    assert index.located_on("m1") == [] and list(index.claimants) == list(other.claims)

@@ -100,3 +100,26 @@ def test_a_deleted_cluster_leaves_no_active_entry() -> None:
     assert set(active.acting("all")) == {"c0"}
     assert active.remove("c0") is not None
     assert active.acting("all") == {} and active.get("c0") is None
+
+
+def test_a_refused_remedy_is_kept_apart_once_per_problem() -> None:
+    def obj(spec: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "remedy.karmada.io/v1alpha1", "kind": "Remedy",
+                "metadata": {"name": "r"}, "spec": spec}
+
+    bad = dns_down(["c0"])
+    bad["decisionMatches"][0]["clusterConditionMatch"]["operator"] = "Sometimes"
+    worse = dns_down(["c0"])
+    worse["actions"] = ["Reboot"]
+    remedies = index.RemedyIndex()
+    assert remedies.update("r", obj(dns_down(["c0"]))) is None and remedies.naming("c0")
+    refused = remedies.update("r", obj(bad))
+    assert refused is not None and remedies.invalid == {"r": refused} and not refused.told
+    assert remedies.get("r") is None and not remedies.naming("c0")  # acts nowhere
+    refused.told = True
+    assert remedies.update("r", obj(bad)) is None and remedies.invalid["r"].told  # same: told
+    again = remedies.update("r", obj(worse))
+    assert again is not None and again.problem != refused.problem and not again.told
+    assert remedies.update("r", obj(dns_down(["c0"]))) is None and not remedies.invalid
+    assert remedies.update("r", obj(bad)) is not None  # invalid again: news again
+    assert remedies.update("r", None) is None and not remedies.invalid and not len(remedies)

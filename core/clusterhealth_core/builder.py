@@ -27,6 +27,9 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   :data:`not_modified` keeps only additions and deletions.
 * An ``observe`` function sees every event of a watch, predicates aside
   (indexes and gauges that must follow each version).
+* ``for_``, ``owns`` and ``watches`` take one source or several (a tuple: the
+  kinds followed alike, such as both binding kinds), and ``status`` one
+  resource or several: one declaration, not one line per kind.
 * ``resync(period)``: every object of the ``for_`` kind (or what a function
   names) is queued again each period -- one place, not a sleep loop per
   controller; ``before`` is awaited first each period (a load balancer's own
@@ -110,6 +113,9 @@ Observer = Callable[[Event], object]
 Reconcile = Callable[[Request], Awaitable[reconcile.Result | None]]
 Hook = Callable[[], object]
 Wait = Callable[[], Awaitable[object]]
+Source = resources.Resource | informer.Informer
+Sources = Source | tuple[Source, ...]
+"""One source, or several watched alike."""
 OnTerminal = Callable[[Request, reconcile.TerminalError], Awaitable[None]]
 View = Callable[[informer.Object], Any]
 
@@ -333,12 +339,12 @@ class Builder:
             return self.term.informers.informer(source)
         return source
 
-    def for_(self, source: resources.Resource | informer.Informer, *predicates: Predicate,
+    def for_(self, source: Sources, *predicates: Predicate,
              observe: Observer | None = None, delay: float = 0.0) -> Builder:
         """The kind this controller reconciles: each of its objects is a request."""
         return self.watches(source, to_self, *predicates, observe=observe, delay=delay)
 
-    def owns(self, source: resources.Resource | informer.Informer,
+    def owns(self, source: Sources,
              owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
              observe: Observer | None = None) -> Builder:
         """A kind this controller makes: a change requests its owner (``owner(obj)``)."""
@@ -347,14 +353,16 @@ class Builder:
             return () if found is None else (found,)
         return self.watches(source, to_owner, *predicates, observe=observe)
 
-    def watches(self, source: resources.Resource | informer.Informer, map_fn: MapFunc,
+    def watches(self, source: Sources, map_fn: MapFunc,
                 *predicates: Predicate, observe: Observer | None = None,
                 delay: float = 0.0) -> Builder:
         """Any other kind: ``map_fn(event)`` says which requests a change makes.
 
         ``delay``: the requests wait that long in the queue (the earliest wins).
+        A tuple of sources: each watched the same way, in that order.
         """
-        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe, delay))
+        for one in source if isinstance(source, tuple) else (source,):
+            self._watches.append(Watch(self._informer(one), map_fn, predicates, observe, delay))
         return self
 
     def uses(self, source: resources.Resource | informer.Informer) -> Builder:
@@ -372,12 +380,17 @@ class Builder:
                                              resync_requests=requests, resync_before=before)
         return self
 
-    def status(self, resource: resources.Resource, field_manager: str, fields: frozenset[str],
+    def status(self, resource: resources.Resource | tuple[resources.Resource, ...],
+               field_manager: str, fields: frozenset[str],
                condition_types: frozenset[str] = frozenset()) -> Builder:
-        """A status writer of ``resource``, made before the workers start (if the term writes)."""
-        declared = StatusDeclaration(resource, field_manager, fields, condition_types)
+        """A status writer of ``resource`` (of each, for a tuple), made before the workers start.
+
+        None when the term does not write.
+        """
+        declared = tuple(StatusDeclaration(one, field_manager, fields, condition_types)
+                         for one in (resource if isinstance(resource, tuple) else (resource,)))
         self._starting = dataclasses.replace(
-            self._starting, statuses=(*self._starting.statuses, declared))
+            self._starting, statuses=(*self._starting.statuses, *declared))
         return self
 
     def on_start(self, hook: Hook) -> Builder:

@@ -335,3 +335,28 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
         await asyncio.gather(task, return_exceptions=True)
     with pytest.raises(RuntimeError, match="no status writer"):
         fed.writer(cast(Any, resource))
+
+
+@testkit.fake_time  # the runtime's clock is the loop's
+async def test_a_tuple_of_sources_is_watched_alike_and_a_tuple_of_resources_gets_one_writer_each(
+) -> None:
+    """``watches((a, b), ...)`` is ``watches(a, ...).watches(b, ...)``; ``status`` likewise."""
+    first, second = FakeInformer(), FakeInformer()
+    things = types.SimpleNamespace(plural="things")
+    others = types.SimpleNamespace(plural="others")
+
+    async def reconcile_one(request: builder.Request) -> None:
+        return None
+
+    built = (builder.Builder("pair", term())
+             .for_((cast(informer.Informer, first), cast(informer.Informer, second)),
+                   builder.SPEC)
+             .status((cast(Any, things), cast(Any, others)), "m", frozenset({"conditions"}))
+             .complete(reconcile_one))
+    assert [w.informer for w in built.watches] == [first, second]
+    assert all(w.predicates == (builder.SPEC,) for w in built.watches)
+    assert [(s.resource, s.field_manager) for s in built.starting.statuses] == [
+        (things, "m"), (others, "m")]
+    second.emit("ADDED", obj("b"))
+    first.emit("ADDED", obj("a"))
+    assert len(built.queue) == 2

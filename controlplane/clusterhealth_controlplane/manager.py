@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from clusterhealth_controlplane import metrics, options, vocabulary
 from clusterhealth_core import builder, members, runner
@@ -109,6 +110,38 @@ class Context:
         if self._members is not None:
             await self._members.close()
             self._members = None
+
+
+class Bindings:
+    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one.
+
+    Most controllers treat the two kinds alike: they watch both caches with the
+    same declaration (:attr:`informers`, a tuple the builder takes) and look a
+    binding up in the cache its reference names (a reference with no namespace
+    is a ClusterResourceBinding's).
+    """
+
+    def __init__(self, term: runner.Term) -> None:
+        self.namespaced = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.informers = (self.namespaced, self.cluster)
+
+    @staticmethod
+    def resource(ref: vocabulary.BindingRef | builder.Request) -> resources.Resource:
+        """The resource of the binding ``ref`` names."""
+        return resources.RESOURCE_BINDINGS if ref.namespace else \
+            resources.CLUSTER_RESOURCE_BINDINGS
+
+    def get(self, ref: vocabulary.BindingRef | builder.Request) -> dict[str, Any] | None:
+        """The cached binding ``ref`` names, or None."""
+        if ref.namespace:
+            return self.namespaced.store.get(f"{ref.namespace}/{ref.name}")
+        return self.cluster.store.get(ref.name)
+
+    def objects(self) -> Iterator[dict[str, Any]]:
+        """Every cached binding, the namespaced ones first."""
+        for cache in self.informers:
+            yield from list(cache.store.values())
 
 
 Factory = Callable[[Context], runner.Controller]

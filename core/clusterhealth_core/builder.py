@@ -30,6 +30,8 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
 * ``for_``, ``owns`` and ``watches`` take one source or several (a tuple: the
   kinds followed alike, such as both binding kinds), and ``status`` one
   resource or several: one declaration, not one line per kind.
+* :class:`Parsed`: an ``observe`` that parses each object of a watch once per
+  change (policies), kept by request for the reconciles and map functions.
 * ``resync(period)``: every object of the ``for_`` kind (or what a function
   names) is queued again each period -- one place, not a sleep loop per
   controller; ``before`` is awaited first each period (a load balancer's own
@@ -53,10 +55,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.kube import informer, resources
+
+T = TypeVar("T")
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -156,6 +160,38 @@ def not_deleted(event: Event) -> bool:
 def to_self(event: Event) -> Iterable[Request]:
     """The object itself (``for_``)."""
     return (Request.of(event.obj),)
+
+
+class Parsed(Generic[T]):
+    """The objects of a watch, each parsed once per change, by request (an ``observe``).
+
+    ``parse(obj)`` is the model, or None for an object not to use (malformed:
+    ``parse`` says why); a deleted object is dropped.  ``key(obj)``: the request
+    an object is kept under (:meth:`Request.of` by default).
+    """
+
+    def __init__(self, parse: Callable[[informer.Object], T | None],
+                 key: Callable[[informer.Object], Request] = Request.of) -> None:
+        self._parse = parse
+        self._key = key
+        self._parsed: dict[Request, T | None] = {}
+        """By request, in the order first seen (None: not usable)."""
+
+    def observe(self, event: Event) -> None:
+        """Parse the object of one event again (or drop it when deleted)."""
+        key = self._key(event.obj)
+        if event.type == DELETED:
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = self._parse(event.obj)
+
+    def get(self, key: Request) -> T | None:
+        """The parsed object kept under ``key``, or None."""
+        return self._parsed.get(key)
+
+    def values(self) -> list[T]:
+        """Every usable parsed object, in the order first seen."""
+        return [found for found in self._parsed.values() if found is not None]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -360,3 +360,22 @@ async def test_a_tuple_of_sources_is_watched_alike_and_a_tuple_of_resources_gets
     second.emit("ADDED", obj("b"))
     first.emit("ADDED", obj("a"))
     assert len(built.queue) == 2
+
+
+def test_parsed_keeps_each_object_parsed_once_per_change_and_drops_the_deleted() -> None:
+    calls: list[str] = []
+
+    def parse(o: informer.Object) -> int | None:
+        calls.append(o["metadata"]["name"])
+        return o.get("spec", {}).get("x")  # type: ignore[no-any-return]
+
+    parsed = builder.Parsed(parse)
+    parsed.observe(builder.Event("ADDED", obj("a", "ns", spec={"x": 1}), None))
+    parsed.observe(builder.Event("ADDED", obj("b", "ns"), None))  # not usable: None
+    assert parsed.get(builder.Request("ns", "a")) == 1 and parsed.values() == [1]
+    assert parsed.get(builder.Request("ns", "b")) is None
+    parsed.observe(builder.Event("MODIFIED", obj("b", "ns", spec={"x": 2}), None))
+    assert parsed.values() == [1, 2] and calls == ["a", "b", "b"]
+    parsed.observe(builder.Event("DELETED", obj("a", "ns", spec={"x": 1}), None))
+    assert parsed.values() == [2] and parsed.get(builder.Request("ns", "a")) is None
+    assert calls == ["a", "b", "b"]  # a deletion is not parsed

@@ -126,12 +126,6 @@ class Bindings:
         self.cluster = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
         self.informers = (self.namespaced, self.cluster)
 
-    @staticmethod
-    def resource(ref: vocabulary.BindingRef | builder.Request) -> resources.Resource:
-        """The resource of the binding ``ref`` names."""
-        return resources.RESOURCE_BINDINGS if ref.namespace else \
-            resources.CLUSTER_RESOURCE_BINDINGS
-
     def get(self, ref: vocabulary.BindingRef | builder.Request) -> dict[str, Any] | None:
         """The cached binding ``ref`` names, or None."""
         if ref.namespace:

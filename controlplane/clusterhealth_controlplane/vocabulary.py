@@ -9,8 +9,8 @@ outside the binding controller imported for them.  Pure: no I/O, table-tested.
 * where Works live (``karmada-es-<cluster>``) and how Works and bindings are named;
 * the labels and annotations linking a Work and its manifest to their binding;
 * the execution finalizer;
-* :class:`BindingRef`, which binding (RB or CRB) an object is about, and
-  :func:`cached_binding`, the lookup of one in the two binding caches;
+* :class:`BindingRef`, which binding (RB or CRB) an object is about (the
+  lookup of one in the two binding caches is ``manager.Bindings.get``);
 * :class:`TargetIndex`, which bindings target a cluster (the taint manager and
   the scheduler re-queue those when the cluster changes);
 * :func:`keep_transition`, a condition's ``lastTransitionTime`` kept while its
@@ -139,14 +139,6 @@ def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
     return None
 
 
-
-
-def cached_binding(ref: BindingRef, bindings: Mapping[str, Any],
-                   cluster_bindings: Mapping[str, Any]) -> Any:
-    """The binding ``ref`` names in the caches (stores) of both kinds, or None."""
-    if ref.cluster_scoped:
-        return cluster_bindings.get(ref.name)
-    return bindings.get(f"{ref.namespace}/{ref.name}")
 
 
 class TargetIndex(Generic[K]):

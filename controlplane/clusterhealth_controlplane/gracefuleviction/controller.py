@@ -28,7 +28,7 @@ from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.gracefuleviction import decision
 from clusterhealth_core import builder, reconcile
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +45,13 @@ class GracefulEvictionController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.timeout = context.options.eviction.graceful_eviction_timeout
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.bindings = manager.Bindings(term)
         self.counts: dict[str, int] = {}
         """Tasks per binding key, for the gauge."""
         self.total = 0
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=context.workers)
-            .for_(self.bindings, _with_tasks, observe=self._count)
-            .for_(self.cluster_bindings, _with_tasks, observe=self._count)
+            .for_(self.bindings.informers, _with_tasks, observe=self._count)
             .complete(self.reconcile_binding))
 
     def _count(self, event: builder.Event) -> None:
@@ -67,7 +65,7 @@ class GracefulEvictionController(manager.Controller):
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """End the binding's tasks that are done; come back at the next deadline."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
-        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
+        obj = self.bindings.get(ref)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp") \
                     or not decision.tasks(obj):

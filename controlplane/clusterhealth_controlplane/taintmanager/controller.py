@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
+from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.taintmanager import decision
 from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core import clock as clocks
@@ -289,7 +290,8 @@ class TaintManager(manager.Controller):
         since = self.due.get(key)
         if since is None:
             return  # no longer due while waiting
-        resource, binding = self.bindings.resource(key), self.bindings.get(key)
+        resource = binding_io.resource_of(vocabulary.BindingRef.at(key.namespace, key.name))
+        binding = self.bindings.get(key)
         for attempt in range(CONFLICT_ATTEMPTS):
             if binding is None:
                 self._forget(key)

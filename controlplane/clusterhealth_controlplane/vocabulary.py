@@ -11,8 +11,6 @@ outside the binding controller imported for them.  Pure: no I/O, table-tested.
 * the execution finalizer;
 * :class:`BindingRef`, which binding (RB or CRB) an object is about (the
   lookup of one in the two binding caches is ``manager.Bindings.get``);
-* :class:`TargetIndex`, which bindings target a cluster (the taint manager and
-  the scheduler re-queue those when the cluster changes);
 * :func:`keep_transition`, a condition's ``lastTransitionTime`` kept while its
   status stays; wire time is :mod:`clusterhealth_controlplane.wiretime`.
 """
@@ -20,12 +18,8 @@ outside the binding controller imported for them.  Pure: no I/O, table-tested.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
-
-from clusterhealth_core import builder
-
-K = TypeVar("K", bound=Hashable)
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 EXECUTION_SPACE_PREFIX = "karmada-es-"
 EXECUTION_FINALIZER = "karmada.io/execution-controller"
@@ -139,52 +133,6 @@ def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
     return None
 
 
-
-
-class TargetIndex(Generic[K]):
-    """Cluster name -> the bindings targeting it, kept by following the bindings' events.
-
-    ``key(binding)`` names a binding as its controller does, ``targets(binding)``
-    lists the clusters it targets; :meth:`observe` is a builder ``observe`` (it
-    sees every event of the bindings, status writes too).
-    """
-
-    def __init__(self, key: Callable[[Mapping[str, Any]], K],
-                 targets: Callable[[Mapping[str, Any]], Iterable[str]]) -> None:
-        self._key = key
-        self._targets = targets
-        self._on: dict[str, set[K]] = {}
-        self._of: dict[K, frozenset[str]] = {}
-
-    def observe(self, event: builder.Event) -> None:
-        """Follow one binding event (a deleted binding targets nothing)."""
-        wanted = frozenset() if event.type == builder.DELETED else frozenset(
-            self._targets(event.obj))
-        self.set(self._key(event.obj), wanted)
-
-    def set(self, key: K, wanted: frozenset[str]) -> None:
-        """Record that binding ``key`` targets the clusters ``wanted`` (and no other)."""
-        had = self._of.get(key, frozenset())
-        for name in had - wanted:
-            keys = self._on.get(name)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._on[name]
-        for name in wanted - had:
-            self._on.setdefault(name, set()).add(key)
-        if wanted:
-            self._of[key] = wanted
-        else:
-            self._of.pop(key, None)
-
-    def on(self, cluster: str) -> frozenset[K]:
-        """The bindings targeting ``cluster``."""
-        return frozenset(self._on.get(cluster, ()))
-
-    def targets(self, key: K) -> frozenset[str]:
-        """The clusters binding ``key`` targets."""
-        return self._of.get(key, frozenset())
 
 
 def keep_transition(condition: Mapping[str, Any], current: Iterable[Mapping[str, Any]]

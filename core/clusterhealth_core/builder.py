@@ -30,6 +30,9 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
 * ``for_``, ``owns`` and ``watches`` take one source or several (a tuple: the
   kinds followed alike, such as both binding kinds), and ``status`` one
   resource or several: one declaration, not one line per kind.
+* :class:`Index`: an ``observe`` keeping what each object of a watch points
+  at, and the objects pointing at a value (the bindings on a cluster, the
+  Works of a namespace).
 * :class:`Parsed`: an ``observe`` that parses each object of a watch once per
   change (policies), kept by request for the reconciles and map functions.
 * ``resync(period)``: every object of the ``for_`` kind (or what a function
@@ -54,13 +57,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.kube import informer, resources
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Hashable)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -160,6 +165,52 @@ def not_deleted(event: Event) -> bool:
 def to_self(event: Event) -> Iterable[Request]:
     """The object itself (``for_``)."""
     return (Request.of(event.obj),)
+
+
+class Index(Generic[K, V]):
+    """What each object of a watch points at, and the objects pointing at a value.
+
+    ``key(obj)`` names an object, ``values(obj)`` lists what it points at (a
+    binding's target clusters, a Work's namespace); :meth:`observe` is an
+    ``observe`` (it sees every event, status writes too); a deleted object
+    points at nothing.
+    """
+
+    def __init__(self, key: Callable[[informer.Object], K],
+                 values: Callable[[informer.Object], Iterable[V]]) -> None:
+        self._key = key
+        self._values = values
+        self._on: dict[V, set[K]] = {}
+        self._of: dict[K, frozenset[V]] = {}
+
+    def observe(self, event: Event) -> None:
+        """Follow one event."""
+        wanted = frozenset() if event.type == DELETED else frozenset(self._values(event.obj))
+        self.set(self._key(event.obj), wanted)
+
+    def set(self, key: K, wanted: frozenset[V]) -> None:
+        """Record that object ``key`` points at ``wanted`` (and nothing else)."""
+        had = self._of.get(key, frozenset())
+        for value in had - wanted:
+            keys = self._on.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._on[value]
+        for value in wanted - had:
+            self._on.setdefault(value, set()).add(key)
+        if wanted:
+            self._of[key] = wanted
+        else:
+            self._of.pop(key, None)
+
+    def on(self, value: V) -> frozenset[K]:
+        """The objects pointing at ``value``."""
+        return frozenset(self._on.get(value, ()))
+
+    def of(self, key: K) -> frozenset[V]:
+        """What object ``key`` points at."""
+        return self._of.get(key, frozenset())
 
 
 class Parsed(Generic[T]):

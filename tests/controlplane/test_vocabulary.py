@@ -1,5 +1,4 @@
-"""The control plane's vocabulary: binding lookup (``manager.Bindings``), the target index, kept
-transition times."""
+"""The control plane's vocabulary: binding lookup (``manager.Bindings``), kept transition times."""
 
 from __future__ import annotations
 
@@ -51,22 +50,3 @@ WANTED = {"type": "Applied", "status": "True", "lastTransitionTime": "2026-01-02
 def test_the_transition_time_is_kept_while_the_status_stays(
         current: list[dict[str, Any]], since: str) -> None:
     assert vocabulary.keep_transition(WANTED, current)["lastTransitionTime"] == since
-
-
-def _binding(name: str, *clusters: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns"},
-            "spec": {"clusters": [{"name": c} for c in clusters]}}
-
-
-def test_the_target_index_follows_the_bindings_targets_and_their_deletion() -> None:
-    index = vocabulary.TargetIndex(
-        builder.Request.of, lambda b: [c["name"] for c in b["spec"]["clusters"]])
-    a, b = builder.Request("ns", "a"), builder.Request("ns", "b")
-    index.observe(builder.Event("ADDED", _binding("a", "m1", "m2"), None))
-    index.observe(builder.Event("ADDED", _binding("b", "m2"), None))
-    assert (index.on("m1"), index.on("m2"), index.on("m3")) == ({a}, {a, b}, set())
-    index.observe(builder.Event("MODIFIED", _binding("a", "m3"), _binding("a", "m1", "m2")))
-    assert (index.on("m1"), index.on("m2"), index.on("m3")) == (set(), {b}, {a})
-    assert index.targets(a) == {"m3"}
-    index.observe(builder.Event("DELETED", _binding("b", "m2"), None))
-    assert index.on("m2") == set() and index.targets(b) == frozenset()

@@ -379,3 +379,22 @@ def test_parsed_keeps_each_object_parsed_once_per_change_and_drops_the_deleted()
     parsed.observe(builder.Event("DELETED", obj("a", "ns", spec={"x": 1}), None))
     assert parsed.values() == [2] and parsed.get(builder.Request("ns", "a")) is None
     assert calls == ["a", "b", "b"]  # a deletion is not parsed
+
+
+def _binding(name: str, *clusters: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusters": [{"name": c} for c in clusters]}}
+
+
+def test_an_index_follows_what_each_object_points_at_and_its_deletion() -> None:
+    index = builder.Index(
+        builder.Request.of, lambda b: [c["name"] for c in b["spec"]["clusters"]])
+    a, b = builder.Request("ns", "a"), builder.Request("ns", "b")
+    index.observe(builder.Event("ADDED", _binding("a", "m1", "m2"), None))
+    index.observe(builder.Event("ADDED", _binding("b", "m2"), None))
+    assert (index.on("m1"), index.on("m2"), index.on("m3")) == ({a}, {a, b}, set())
+    index.observe(builder.Event("MODIFIED", _binding("a", "m3"), _binding("a", "m1", "m2")))
+    assert (index.on("m1"), index.on("m2"), index.on("m3")) == (set(), {b}, {a})
+    assert index.of(a) == {"m3"}
+    index.observe(builder.Event("DELETED", _binding("b", "m2"), None))
+    assert index.on("m2") == set() and index.of(b) == frozenset()

@@ -48,7 +48,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, vocabulary
+from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.scheduler import (
     adapt,
     algorithm,
@@ -267,7 +267,7 @@ class Scheduler(builder.Declared):
         self.metrics = scheduler_metrics
         self.bindings = manager.Bindings(term)
         self.clusters = ClusterViews()
-        self.on_cluster = vocabulary.TargetIndex(informer.key_of, target_names)
+        self.on_cluster = builder.Index(informer.key_of, target_names)
         """Cluster name to the keys of the bindings targeting it."""
         self.unschedulable: dict[str, int] = {}
         """Keys that could not be scheduled, to their failed attempts so far."""

@@ -199,7 +199,7 @@ class TaintManager(manager.Controller):
         self.guard = StormGuard(context)
         self.clusters = context.term.informers.informer(resources.CLUSTERS)
         self.bindings = manager.Bindings(context.term)
-        self.on_cluster = vocabulary.TargetIndex(builder.Request.of, decision.targets)
+        self.on_cluster = builder.Index(builder.Request.of, decision.targets)
         """Cluster name -> the bindings targeting it."""
         self.due: dict[builder.Request, float] = {}
         """Binding key -> when (monotonic) its eviction was found due; until written."""
@@ -246,7 +246,7 @@ class TaintManager(manager.Controller):
     def _on_binding(self, event: builder.Event) -> list[builder.Request]:
         key = builder.Request.of(event.obj)
         tainted = any(decision.no_execute_taints(self.clusters.store.get(name))
-                      for name in self.on_cluster.targets(key))
+                      for name in self.on_cluster.of(key))
         return [key] if tainted or key in self.due else []
 
     # --- decisions ------------------------------------------------------------

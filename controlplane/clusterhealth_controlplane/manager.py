@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from clusterhealth_controlplane import metrics, options, vocabulary
+from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_core import builder, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, informer, resources
@@ -136,6 +137,48 @@ class Bindings:
         """Every cached binding, the namespaced ones first."""
         for cache in self.informers:
             yield from list(cache.store.values())
+
+
+class MemberWorks:
+    """Member objects -> the Works that made them, for a controller following the members.
+
+    The execution and work-status controllers both follow the objects Works put in
+    the members (:attr:`Context.member_objects`): a change requests the Work that
+    made the object (its annotations name it, in that member's execution
+    namespace); a member's caches gone (a new client, a deleted Cluster), every
+    Work of that member.  ``changed(event, obj, old)`` keeps the changes that
+    matter (all by default); ``gone(cluster)`` is told of a member's caches going.
+    """
+
+    def __init__(self, works: informer.Informer, controller: builder.Controller,
+                 changed: Callable[[str, informer.Object, informer.Object | None], bool]
+                 | None = None, gone: Callable[[str], object] | None = None) -> None:
+        self.works = works
+        self.controller = controller
+        self.changed = changed
+        self.gone = gone
+
+    def of_cluster(self, cluster: str) -> list[builder.Request]:
+        """The requests of every Work of ``cluster``."""
+        namespace = vocabulary.execution_namespace(cluster)
+        return [builder.Request(namespace, str(work["metadata"]["name"]))
+                for work in list(self.works.store.values())
+                if (work.get("metadata") or {}).get("namespace") == namespace]
+
+    def listener(self, cluster: str, event: str, obj: informer.Object | None,
+                 old: informer.Object | None) -> None:
+        """A :data:`members.ObjectListener`: queue the Works an event concerns."""
+        if not event or obj is None:
+            if self.gone is not None:
+                self.gone(cluster)
+            for request in self.of_cluster(cluster):
+                self.controller.enqueue(request)
+            return
+        if self.changed is not None and not self.changed(event, obj, old):
+            return
+        work = execution.work_of(obj)
+        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
+            self.controller.enqueue(builder.Request(work[0], work[1]))
 
 
 Factory = Callable[[Context], runner.Controller]

@@ -70,35 +70,19 @@ class ExecutionController(manager.Controller):
             self.namespace_sync = term.informers.informer(resources.NAMESPACES)
             declared.uses(self.namespace_sync)  # which member namespaces the sync makes
         self.controller = declared.complete(self.reconcile_work)
-        self.objects.add_listener(self._on_member_object)
+        self.member_works = manager.MemberWorks(
+            self.works, self.controller, decision.needs_reapply,
+            lambda cluster: self.member_namespaces.pop(cluster, None))
+        self.objects.add_listener(self.member_works.listener)
 
     # --- events -------------------------------------------------------------
 
-    def _works_of_cluster(self, cluster: str) -> list[builder.Request]:
-        namespace = vocabulary.execution_namespace(cluster)
-        return [builder.Request(namespace, str(work["metadata"]["name"]))
-                for work in list(self.works.store.values())
-                if (work.get("metadata") or {}).get("namespace") == namespace]
-
     def _cluster_works(self, event: builder.Event) -> list[builder.Request]:
-        return self._works_of_cluster(str(event.obj["metadata"]["name"]))
+        return self.member_works.of_cluster(str(event.obj["metadata"]["name"]))
 
     def _forget_cluster(self, event: builder.Event) -> None:
         if event.type == builder.DELETED:
             self.member_namespaces.pop(str(event.obj["metadata"]["name"]), None)
-
-    def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
-                          old: dict[str, Any] | None) -> None:
-        if not event or obj is None:
-            self.member_namespaces.pop(cluster, None)
-            for request in self._works_of_cluster(cluster):
-                self.controller.enqueue(request)
-            return
-        if not decision.needs_reapply(event, obj, old):
-            return
-        work = decision.work_of(obj)
-        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
-            self.controller.enqueue(builder.Request(work[0], work[1]))
 
     # --- reconcile ----------------------------------------------------------
 

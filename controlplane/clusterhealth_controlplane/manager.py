@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -196,12 +197,30 @@ class Entry:
 class Controller(builder.Declared):
     """A controller of the manager: the term's client, clock and recorder, and the metrics.
 
-    What every controller took from its :class:`Context` first; the rest it declares.
+    What every controller took from its :class:`Context` first, and the term's
+    shared caches of the kinds most of them follow (:attr:`clusters`,
+    :attr:`works`, :attr:`bindings`: asked for on first use, in ``__init__``
+    where the builder declares them); the rest it declares.
     """
 
     def __init__(self, context: Context) -> None:
         super().__init__(context.term)
         self.metrics = context.metrics
+
+    @functools.cached_property
+    def clusters(self) -> informer.Informer:
+        """The term's Cluster cache."""
+        return self.term.informers.informer(resources.CLUSTERS)
+
+    @functools.cached_property
+    def works(self) -> informer.Informer:
+        """The term's Work cache."""
+        return self.term.informers.informer(resources.WORKS)
+
+    @functools.cached_property
+    def bindings(self) -> Bindings:
+        """The term's caches of both binding kinds."""
+        return Bindings(self.term)
 
 
 class Manager:

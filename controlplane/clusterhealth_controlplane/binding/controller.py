@@ -50,8 +50,6 @@ class BindingController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.discovery = context.discovery
-        self.bindings = manager.Bindings(term)
-        self.works = term.informers.informer(resources.WORKS)
         self.index = decision.WorkIndex()
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)

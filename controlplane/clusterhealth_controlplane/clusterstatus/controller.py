@@ -77,7 +77,6 @@ class ClusterStatusController(manager.Controller):
         term = context.term
         self.health: options.ClusterHealth = context.options.health
         self.pool: members.MemberClients = context.members
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.leases = term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}

@@ -101,7 +101,6 @@ class ClusterTaintController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.timeout = context.options.taints.failover_eviction_timeout
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.policies = term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
         self.parsed = builder.Parsed(_parse)
         """Every cached policy, parsed once per change (a malformed one is left out)."""

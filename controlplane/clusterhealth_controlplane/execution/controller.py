@@ -52,8 +52,6 @@ class ExecutionController(manager.Controller):
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
         term = context.term
-        self.works = term.informers.informer(resources.WORKS)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: members.MemberKinds = context.member_objects
         self.member_namespaces: dict[str, set[str]] = {}
         """Per member, the namespaces known to exist there."""

@@ -149,10 +149,8 @@ class FailbackController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.window = context.options.failback.window
-        self.bindings = manager.Bindings(term)
         self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.healthy = HealthySince(term.clock)
         self.slots = Slots(context.options.failback.batch, self.bindings)
         self.controller = (

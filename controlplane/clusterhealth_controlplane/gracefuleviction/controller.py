@@ -45,7 +45,6 @@ class GracefulEvictionController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.timeout = context.options.eviction.graceful_eviction_timeout
-        self.bindings = manager.Bindings(term)
         self.counts: dict[str, int] = {}
         """Tasks per binding key, for the gauge."""
         self.total = 0

@@ -29,15 +29,14 @@ CONTROLLER = "namespaceSync"
 FIELD_MANAGER = "clusterhealth-namespace-sync"
 
 
-class NamespaceSyncController(builder.Declared):
+class NamespaceSyncController(manager.Controller):
     """Namespaces -> Works, one per member."""
 
     def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
         term = context.term
         self.skipped = context.options.propagation.skipped_namespaces
         self.namespaces = term.informers.informer(resources.NAMESPACES)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.works = term.informers.informer(resources.WORKS)
         self.writer = workwriter.WorkWriter(term.api, self.works, FIELD_MANAGER)
         self.index = builder.Index(informer.key_of,
                                    lambda work: filter(None, [decision.source_of(work)]))

@@ -46,8 +46,6 @@ class BindingStatusController(manager.Controller):
         super().__init__(context)
         term = context.term
         self.discovery = context.discovery
-        self.bindings = manager.Bindings(term)
-        self.works = term.informers.informer(resources.WORKS)
         self.index = binding.WorkIndex()
         self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}

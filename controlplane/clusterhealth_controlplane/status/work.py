@@ -37,8 +37,6 @@ class WorkStatusController(manager.Controller):
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
         term = context.term
-        self.works = term.informers.informer(resources.WORKS)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: members.MemberKinds = context.member_objects
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=context.workers)

@@ -197,8 +197,6 @@ class TaintManager(manager.Controller):
         super().__init__(context)
         self.options = context.options.eviction
         self.guard = StormGuard(context)
-        self.clusters = context.term.informers.informer(resources.CLUSTERS)
-        self.bindings = manager.Bindings(context.term)
         self.on_cluster = builder.Index(builder.Request.of, decision.targets)
         """Cluster name -> the bindings targeting it."""
         self.due: dict[builder.Request, float] = {}

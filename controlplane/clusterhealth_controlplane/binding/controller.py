@@ -48,14 +48,13 @@ class BindingController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
         self.index = decision.WorkIndex()
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
         self.credentials_namespace = context.secret_namespace
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.changed(builder.spec_and_deletion))  # not status
             .owns(self.works, _binding_of, builder.changed(_work_carried),
                   observe=lambda e: self.index.update(e.type, e.obj))

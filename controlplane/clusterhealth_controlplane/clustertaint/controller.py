@@ -99,14 +99,13 @@ class ClusterTaintController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.timeout = context.options.taints.failover_eviction_timeout
-        self.policies = term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
+        self.policies = self.term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
         self.parsed = builder.Parsed(_parse)
         """Every cached policy, parsed once per change (a malformed one is left out)."""
         self.gauge = TaintGauge(context.metrics)
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.clusters, builder.not_deleted, builder.changed(_watched),
                   observe=self.gauge.observe)
             .watches(self.policies, self._targeted, builder.not_deleted, builder.SPEC,

@@ -89,10 +89,9 @@ class Detector(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
-        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
@@ -107,18 +106,18 @@ class Detector(manager.Controller):
         # selects may be one the controller manager cannot read, whose cache never loads;
         # the policy says so (decision.REASON_UNREADABLE), and the process stays ready.
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .channel()  # and the template caches, watched once a policy selects their kind
             .resync(context.resync_period, self._every_template)
             .on_terminal(self._terminal)
             .complete(self.reconcile_template))
         self.kinds = (
-            builder.Builder(f"{CONTROLLER}-kinds", term, workers=1)
+            builder.Builder(f"{CONTROLLER}-kinds", self.term, workers=1)
             .watches((self.policies, self.cluster_policies), _selected, builder.SPEC,
                      observe=self.parsed.observe)
             .complete(self.reconcile_kind))
         self.policy_status = (
-            builder.Builder(f"{CONTROLLER}-policies", term, workers=1)
+            builder.Builder(f"{CONTROLLER}-policies", self.term, workers=1)
             .watches((self.policies, self.cluster_policies), _itself, builder.not_deleted,
                      builder.SPEC, delay=POLICY_STATUS_DELAY)
             .status((resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES),

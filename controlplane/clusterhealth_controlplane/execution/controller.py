@@ -51,7 +51,6 @@ class ExecutionController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.objects: members.MemberKinds = context.member_objects
         self.member_namespaces: dict[str, set[str]] = {}
         """Per member, the namespaces known to exist there."""
@@ -60,12 +59,12 @@ class ExecutionController(manager.Controller):
         the member namespaces it propagates, with their labels)."""
         self.skipped_namespaces = context.options.propagation.skipped_namespaces
         declared = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
             .watches(self.clusters, self._cluster_works, builder.changed(decision.ready),
                      observe=self._forget_cluster))
         if "namespaceSync" in context.controllers:
-            self.namespace_sync = term.informers.informer(resources.NAMESPACES)
+            self.namespace_sync = self.term.informers.informer(resources.NAMESPACES)
             declared.uses(self.namespace_sync)  # which member namespaces the sync makes
         self.controller = declared.complete(self.reconcile_work)
         self.member_works = manager.MemberWorks(

@@ -147,14 +147,13 @@ class FailbackController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.window = context.options.failback.window
-        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.healthy = HealthySince(term.clock)
+        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.healthy = HealthySince(self.term.clock)
         self.slots = Slots(context.options.failback.batch, self.bindings)
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .watches(self.bindings.informers, self._on_binding)
             .watches((self.policies, self.cluster_policies), self._on_policy,
                      builder.changed(decision.opted_in))

@@ -43,13 +43,12 @@ class GracefulEvictionController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.timeout = context.options.eviction.graceful_eviction_timeout
         self.counts: dict[str, int] = {}
         """Tasks per binding key, for the gauge."""
         self.total = 0
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, _with_tasks, observe=self._count)
             .complete(self.reconcile_binding))
 

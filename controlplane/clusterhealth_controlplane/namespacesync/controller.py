@@ -34,15 +34,14 @@ class NamespaceSyncController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.skipped = context.options.propagation.skipped_namespaces
-        self.namespaces = term.informers.informer(resources.NAMESPACES)
-        self.writer = workwriter.WorkWriter(term.api, self.works, FIELD_MANAGER)
+        self.namespaces = self.term.informers.informer(resources.NAMESPACES)
+        self.writer = workwriter.WorkWriter(self.term.api, self.works, FIELD_MANAGER)
         self.index = builder.Index(informer.key_of,
                                    lambda work: filter(None, [decision.source_of(work)]))
         """Namespace name -> the keys of its Works."""
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.namespaces, builder.changed(_carried))  # not a status write
             .watches(self.clusters, self._every_namespace, builder.not_modified)
             .owns(self.works, _source, builder.SPEC, observe=self.index.observe)

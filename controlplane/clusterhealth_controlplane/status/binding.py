@@ -44,13 +44,12 @@ class BindingStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
         self.index = binding.WorkIndex()
         self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
             .watches(self.works, self._index_work)  # every Work event, status writes too
             .status((resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),

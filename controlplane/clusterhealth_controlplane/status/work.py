@@ -36,10 +36,9 @@ class WorkStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.objects: members.MemberKinds = context.member_objects
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
             .uses(self.clusters)
             .complete(self.reconcile_work))

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from clusterhealth_controlplane import metrics, options, vocabulary
-from clusterhealth_controlplane.execution import decision as execution
 from clusterhealth_core import builder, members, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import discovery, informer, resources
@@ -177,7 +176,7 @@ class MemberWorks:
             return
         if self.changed is not None and not self.changed(event, obj, old):
             return
-        work = execution.work_of(obj)
+        work = vocabulary.work_of(obj)
         if work is not None and vocabulary.cluster_of(work[0]) == cluster:
             self.controller.enqueue(builder.Request(work[0], work[1]))
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from clusterhealth_controlplane import metrics, options, vocabulary
 from clusterhealth_core import builder, members, runner
@@ -111,6 +113,74 @@ class Context:
             self._members = None
 
 
+class Bindings:
+    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one.
+
+    Most controllers treat the two kinds alike: they watch both caches with the
+    same declaration (:attr:`informers`, a tuple the builder takes) and look a
+    binding up in the cache its reference names (a reference with no namespace
+    is a ClusterResourceBinding's).
+    """
+
+    def __init__(self, term: runner.Term) -> None:
+        self.namespaced = term.informers.informer(resources.RESOURCE_BINDINGS)
+        self.cluster = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+        self.informers = (self.namespaced, self.cluster)
+
+    def get(self, ref: vocabulary.BindingRef | builder.Request) -> dict[str, Any] | None:
+        """The cached binding ``ref`` names, or None."""
+        if ref.namespace:
+            return self.namespaced.store.get(f"{ref.namespace}/{ref.name}")
+        return self.cluster.store.get(ref.name)
+
+    def objects(self) -> Iterator[dict[str, Any]]:
+        """Every cached binding, the namespaced ones first."""
+        for cache in self.informers:
+            yield from list(cache.store.values())
+
+
+class MemberWorks:
+    """Member objects -> the Works that made them, for a controller following the members.
+
+    The execution and work-status controllers both follow the objects Works put in
+    the members (:attr:`Context.member_objects`): a change requests the Work that
+    made the object (its annotations name it, in that member's execution
+    namespace); a member's caches gone (a new client, a deleted Cluster), every
+    Work of that member.  ``changed(event, obj, old)`` keeps the changes that
+    matter (all by default); ``gone(cluster)`` is told of a member's caches going.
+    """
+
+    def __init__(self, works: informer.Informer, controller: builder.Controller,
+                 changed: Callable[[str, informer.Object, informer.Object | None], bool]
+                 | None = None, gone: Callable[[str], object] | None = None) -> None:
+        self.works = works
+        self.controller = controller
+        self.changed = changed
+        self.gone = gone
+
+    def of_cluster(self, cluster: str) -> list[builder.Request]:
+        """The requests of every Work of ``cluster``."""
+        namespace = vocabulary.execution_namespace(cluster)
+        return [builder.Request(namespace, str(work["metadata"]["name"]))
+                for work in list(self.works.store.values())
+                if (work.get("metadata") or {}).get("namespace") == namespace]
+
+    def listener(self, cluster: str, event: str, obj: informer.Object | None,
+                 old: informer.Object | None) -> None:
+        """A :data:`members.ObjectListener`: queue the Works an event concerns."""
+        if not event or obj is None:
+            if self.gone is not None:
+                self.gone(cluster)
+            for request in self.of_cluster(cluster):
+                self.controller.enqueue(request)
+            return
+        if self.changed is not None and not self.changed(event, obj, old):
+            return
+        work = vocabulary.work_of(obj)
+        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
+            self.controller.enqueue(builder.Request(work[0], work[1]))
+
+
 Factory = Callable[[Context], runner.Controller]
 
 
@@ -126,12 +196,30 @@ class Entry:
 class Controller(builder.Declared):
     """A controller of the manager: the term's client, clock and recorder, and the metrics.
 
-    What every controller took from its :class:`Context` first; the rest it declares.
+    What every controller took from its :class:`Context` first, and the term's
+    shared caches of the kinds most of them follow (:attr:`clusters`,
+    :attr:`works`, :attr:`bindings`: asked for on first use, in ``__init__``
+    where the builder declares them); the rest it declares.
     """
 
     def __init__(self, context: Context) -> None:
         super().__init__(context.term)
         self.metrics = context.metrics
+
+    @functools.cached_property
+    def clusters(self) -> informer.Informer:
+        """The term's Cluster cache."""
+        return self.term.informers.informer(resources.CLUSTERS)
+
+    @functools.cached_property
+    def works(self) -> informer.Informer:
+        """The term's Work cache."""
+        return self.term.informers.informer(resources.WORKS)
+
+    @functools.cached_property
+    def bindings(self) -> Bindings:
+        """The term's caches of both binding kinds."""
+        return Bindings(self.term)
 
 
 class Manager:

@@ -7,10 +7,11 @@ They used to live in the binding controller's decision module, which nine module
 outside the binding controller imported for them.  Pure: no I/O, table-tested.
 
 * where Works live (``karmada-es-<cluster>``) and how Works and bindings are named;
-* the labels and annotations linking a Work and its manifest to their binding;
+* the labels and annotations linking a Work and its manifest to their binding
+  (and a member object to its Work: :func:`work_of`);
 * the execution finalizer;
-* :class:`BindingRef`, which binding (RB or CRB) an object is about, and
-  :func:`cached_binding`, the lookup of one in the two binding caches;
+* :class:`BindingRef`, which binding (RB or CRB) an object is about (the
+  lookup of one in the two binding caches is ``manager.Bindings.get``);
 * :func:`keep_transition`, a condition's ``lastTransitionTime`` kept while its
   status stays; wire time is :mod:`clusterhealth_controlplane.wiretime`.
 """
@@ -57,6 +58,14 @@ def reserved(namespace: str | None) -> bool:
         return False
     return (namespace in RESERVED_NAMESPACES[:2] or namespace.startswith(RESERVED_NAMESPACES[2])
             or namespace.startswith("kube-"))
+
+
+def work_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(namespace, name)`` of the Work a member object was applied from."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    namespace = annotations.get(WORK_NAMESPACE)
+    name = annotations.get(WORK_NAME)
+    return (str(namespace), str(name)) if namespace and name else None
 
 
 def execution_namespace(cluster: str) -> str:
@@ -133,14 +142,6 @@ def binding_of_work(work: Mapping[str, Any]) -> BindingRef | None:
     return None
 
 
-
-
-def cached_binding(ref: BindingRef, bindings: Mapping[str, Any],
-                   cluster_bindings: Mapping[str, Any]) -> Any:
-    """The binding ``ref`` names in the caches (stores) of both kinds, or None."""
-    if ref.cluster_scoped:
-        return cluster_bindings.get(ref.name)
-    return bindings.get(f"{ref.namespace}/{ref.name}")
 
 
 def keep_transition(condition: Mapping[str, Any], current: Iterable[Mapping[str, Any]]

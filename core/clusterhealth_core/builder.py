@@ -27,6 +27,14 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   :data:`not_modified` keeps only additions and deletions.
 * An ``observe`` function sees every event of a watch, predicates aside
   (indexes and gauges that must follow each version).
+* ``for_``, ``owns`` and ``watches`` take one source or several (a tuple: the
+  kinds followed alike, such as both binding kinds), and ``status`` one
+  resource or several: one declaration, not one line per kind.
+* :class:`Index`: an ``observe`` keeping what each object of a watch points
+  at, and the objects pointing at a value (the bindings on a cluster, the
+  Works of a namespace).
+* :class:`Parsed`: an ``observe`` that parses each object of a watch once per
+  change (policies), kept by request for the reconciles and map functions.
 * ``resync(period)``: every object of the ``for_`` kind (or what a function
   names) is queued again each period -- one place, not a sleep loop per
   controller; ``before`` is awaited first each period (a load balancer's own
@@ -59,13 +67,16 @@ import dataclasses
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from clusterhealth_core import reconcile, runner, status
 from clusterhealth_core.kube import informer, resources
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Hashable)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -122,6 +133,9 @@ Observer = Callable[[Event], object]
 Reconcile = Callable[[Request], Awaitable[reconcile.Result | None]]
 Hook = Callable[[], object]
 Wait = Callable[[], Awaitable[object]]
+Source = resources.Resource | informer.Informer
+Sources = Source | tuple[Source, ...]
+"""One source, or several watched alike."""
 OnTerminal = Callable[[Request, reconcile.TerminalError], Awaitable[None]]
 View = Callable[[informer.Object], Any]
 
@@ -162,6 +176,84 @@ def not_deleted(event: Event) -> bool:
 def to_self(event: Event) -> Iterable[Request]:
     """The object itself (``for_``)."""
     return (Request.of(event.obj),)
+
+
+class Index(Generic[K, V]):
+    """What each object of a watch points at, and the objects pointing at a value.
+
+    ``key(obj)`` names an object, ``values(obj)`` lists what it points at (a
+    binding's target clusters, a Work's namespace); :meth:`observe` is an
+    ``observe`` (it sees every event, status writes too); a deleted object
+    points at nothing.
+    """
+
+    def __init__(self, key: Callable[[informer.Object], K],
+                 values: Callable[[informer.Object], Iterable[V]]) -> None:
+        self._key = key
+        self._values = values
+        self._on: dict[V, set[K]] = {}
+        self._of: dict[K, frozenset[V]] = {}
+
+    def observe(self, event: Event) -> None:
+        """Follow one event."""
+        wanted = frozenset() if event.type == DELETED else frozenset(self._values(event.obj))
+        self.set(self._key(event.obj), wanted)
+
+    def set(self, key: K, wanted: frozenset[V]) -> None:
+        """Record that object ``key`` points at ``wanted`` (and nothing else)."""
+        had = self._of.get(key, frozenset())
+        for value in had - wanted:
+            keys = self._on.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._on[value]
+        for value in wanted - had:
+            self._on.setdefault(value, set()).add(key)
+        if wanted:
+            self._of[key] = wanted
+        else:
+            self._of.pop(key, None)
+
+    def on(self, value: V) -> frozenset[K]:
+        """The objects pointing at ``value``."""
+        return frozenset(self._on.get(value, ()))
+
+    def of(self, key: K) -> frozenset[V]:
+        """What object ``key`` points at."""
+        return self._of.get(key, frozenset())
+
+
+class Parsed(Generic[T]):
+    """The objects of a watch, each parsed once per change, by request (an ``observe``).
+
+    ``parse(obj)`` is the model, or None for an object not to use (malformed:
+    ``parse`` says why); a deleted object is dropped.  ``key(obj)``: the request
+    an object is kept under (:meth:`Request.of` by default).
+    """
+
+    def __init__(self, parse: Callable[[informer.Object], T | None],
+                 key: Callable[[informer.Object], Request] = Request.of) -> None:
+        self._parse = parse
+        self._key = key
+        self._parsed: dict[Request, T | None] = {}
+        """By request, in the order first seen (None: not usable)."""
+
+    def observe(self, event: Event) -> None:
+        """Parse the object of one event again (or drop it when deleted)."""
+        key = self._key(event.obj)
+        if event.type == DELETED:
+            self._parsed.pop(key, None)
+        else:
+            self._parsed[key] = self._parse(event.obj)
+
+    def get(self, key: Request) -> T | None:
+        """The parsed object kept under ``key``, or None."""
+        return self._parsed.get(key)
+
+    def values(self) -> list[T]:
+        """Every usable parsed object, in the order first seen."""
+        return [found for found in self._parsed.values() if found is not None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -423,12 +515,12 @@ class Builder:
             return self.term.informers.informer(source)
         return source
 
-    def for_(self, source: resources.Resource | informer.Informer, *predicates: Predicate,
+    def for_(self, source: Sources, *predicates: Predicate,
              observe: Observer | None = None, delay: float = 0.0) -> Builder:
         """The kind this controller reconciles: each of its objects is a request."""
         return self.watches(source, to_self, *predicates, observe=observe, delay=delay)
 
-    def owns(self, source: resources.Resource | informer.Informer,
+    def owns(self, source: Sources,
              owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
              observe: Observer | None = None) -> Builder:
         """A kind this controller makes: a change requests its owner (``owner(obj)``)."""
@@ -437,14 +529,16 @@ class Builder:
             return () if found is None else (found,)
         return self.watches(source, to_owner, *predicates, observe=observe)
 
-    def watches(self, source: resources.Resource | informer.Informer, map_fn: MapFunc,
+    def watches(self, source: Sources, map_fn: MapFunc,
                 *predicates: Predicate, observe: Observer | None = None,
                 delay: float = 0.0) -> Builder:
         """Any other kind: ``map_fn(event)`` says which requests a change makes.
 
         ``delay``: the requests wait that long in the queue (the earliest wins).
+        A tuple of sources: each watched the same way, in that order.
         """
-        self._watches.append(Watch(self._informer(source), map_fn, predicates, observe, delay))
+        for one in source if isinstance(source, tuple) else (source,):
+            self._watches.append(Watch(self._informer(one), map_fn, predicates, observe, delay))
         return self
 
     def uses(self, source: resources.Resource | informer.Informer) -> Builder:
@@ -462,12 +556,17 @@ class Builder:
                                              resync_requests=requests, resync_before=before)
         return self
 
-    def status(self, resource: resources.Resource, field_manager: str, fields: frozenset[str],
+    def status(self, resource: resources.Resource | tuple[resources.Resource, ...],
+               field_manager: str, fields: frozenset[str],
                condition_types: frozenset[str] = frozenset()) -> Builder:
-        """A status writer of ``resource``, made before the workers start (if the term writes)."""
-        declared = StatusDeclaration(resource, field_manager, fields, condition_types)
+        """A status writer of ``resource`` (of each, for a tuple), made before the workers start.
+
+        None when the term does not write.
+        """
+        declared = tuple(StatusDeclaration(one, field_manager, fields, condition_types)
+                         for one in (resource if isinstance(resource, tuple) else (resource,)))
         self._starting = dataclasses.replace(
-            self._starting, statuses=(*self._starting.statuses, declared))
+            self._starting, statuses=(*self._starting.statuses, *declared))
         return self
 
     def on_start(self, hook: Hook) -> Builder:

@@ -1,12 +1,15 @@
-"""The control plane's vocabulary: binding lookup, kept transition times."""
+"""The control plane's vocabulary: binding lookup (``manager.Bindings``), kept transition times."""
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Any, cast
 
 import pytest
 
-from clusterhealth_controlplane import vocabulary
+from clusterhealth_controlplane import manager, vocabulary
+from clusterhealth_core import builder, runner
+from clusterhealth_core.kube import resources
 
 BINDINGS = {"ns/web": {"metadata": {"name": "web", "namespace": "ns"}}}
 CLUSTER_BINDINGS = {"all": {"metadata": {"name": "all"}}}
@@ -20,8 +23,15 @@ CLUSTER_BINDINGS = {"all": {"metadata": {"name": "all"}}}
 ])
 def test_a_binding_is_looked_up_in_the_cache_of_its_kind(
         ref: vocabulary.BindingRef, found: dict[str, Any] | None) -> None:
-    assert vocabulary.cached_binding(ref, BINDINGS, CLUSTER_BINDINGS) == found
+    stores = {resources.RESOURCE_BINDINGS: BINDINGS,
+              resources.CLUSTER_RESOURCE_BINDINGS: CLUSTER_BINDINGS}
+    informers = types.SimpleNamespace(
+        informer=lambda resource: types.SimpleNamespace(store=stores[resource]))
+    bindings = manager.Bindings(cast(runner.Term, types.SimpleNamespace(informers=informers)))
+    assert bindings.get(ref) == found
+    assert bindings.get(builder.Request(ref.namespace, ref.name)) == found
     assert vocabulary.BindingRef.parse(ref.key) == ref
+    assert list(bindings.objects()) == [BINDINGS["ns/web"], CLUSTER_BINDINGS["all"]]
 
 
 WANTED = {"type": "Applied", "status": "True", "lastTransitionTime": "2026-01-02T00:00:00Z"}

@@ -435,3 +435,66 @@ async def test_a_first_pass_that_never_ends_holds_the_workers_until_the_timeout(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+@testkit.fake_time  # the runtime's clock is the loop's
+async def test_a_tuple_of_sources_is_watched_alike_and_a_tuple_of_resources_gets_one_writer_each(
+) -> None:
+    """``watches((a, b), ...)`` is ``watches(a, ...).watches(b, ...)``; ``status`` likewise."""
+    first, second = FakeInformer(), FakeInformer()
+    things = types.SimpleNamespace(plural="things")
+    others = types.SimpleNamespace(plural="others")
+
+    async def reconcile_one(request: builder.Request) -> None:
+        return None
+
+    built = (builder.Builder("pair", term())
+             .for_((cast(informer.Informer, first), cast(informer.Informer, second)),
+                   builder.SPEC)
+             .status((cast(Any, things), cast(Any, others)), "m", frozenset({"conditions"}))
+             .complete(reconcile_one))
+    assert [w.informer for w in built.watches] == [first, second]
+    assert all(w.predicates == (builder.SPEC,) for w in built.watches)
+    assert [(s.resource, s.field_manager) for s in built.starting.statuses] == [
+        (things, "m"), (others, "m")]
+    second.emit("ADDED", obj("b"))
+    first.emit("ADDED", obj("a"))
+    assert len(built.queue) == 2
+
+
+def test_parsed_keeps_each_object_parsed_once_per_change_and_drops_the_deleted() -> None:
+    calls: list[str] = []
+
+    def parse(o: informer.Object) -> int | None:
+        calls.append(o["metadata"]["name"])
+        return o.get("spec", {}).get("x")  # type: ignore[no-any-return]
+
+    parsed = builder.Parsed(parse)
+    parsed.observe(builder.Event("ADDED", obj("a", "ns", spec={"x": 1}), None))
+    parsed.observe(builder.Event("ADDED", obj("b", "ns"), None))  # not usable: None
+    assert parsed.get(builder.Request("ns", "a")) == 1 and parsed.values() == [1]
+    assert parsed.get(builder.Request("ns", "b")) is None
+    parsed.observe(builder.Event("MODIFIED", obj("b", "ns", spec={"x": 2}), None))
+    assert parsed.values() == [1, 2] and calls == ["a", "b", "b"]
+    parsed.observe(builder.Event("DELETED", obj("a", "ns", spec={"x": 1}), None))
+    assert parsed.values() == [2] and parsed.get(builder.Request("ns", "a")) is None
+    assert calls == ["a", "b", "b"]  # a deletion is not parsed
+
+
+def _binding(name: str, *clusters: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"},
+            "spec": {"clusters": [{"name": c} for c in clusters]}}
+
+
+def test_an_index_follows_what_each_object_points_at_and_its_deletion() -> None:
+    index = builder.Index(
+        builder.Request.of, lambda b: [c["name"] for c in b["spec"]["clusters"]])
+    a, b = builder.Request("ns", "a"), builder.Request("ns", "b")
+    index.observe(builder.Event("ADDED", _binding("a", "m1", "m2"), None))
+    index.observe(builder.Event("ADDED", _binding("b", "m2"), None))
+    assert (index.on("m1"), index.on("m2"), index.on("m3")) == ({a}, {a, b}, set())
+    index.observe(builder.Event("MODIFIED", _binding("a", "m3"), _binding("a", "m1", "m2")))
+    assert (index.on("m1"), index.on("m2"), index.on("m3")) == (set(), {b}, {a})
+    assert index.of(a) == {"m3"}
+    index.observe(builder.Event("DELETED", _binding("b", "m2"), None))
+    assert index.on("m2") == set() and index.of(b) == frozenset()

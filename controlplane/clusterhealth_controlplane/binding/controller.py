@@ -48,19 +48,14 @@ class BindingController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.works = term.informers.informer(resources.WORKS)
         self.index = decision.WorkIndex()
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
         self.credentials_namespace = context.secret_namespace
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .for_(self.bindings, builder.changed(builder.spec_and_deletion))  # not status
-            .for_(self.cluster_bindings, builder.changed(builder.spec_and_deletion))
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
+            .for_(self.bindings.informers, builder.changed(builder.spec_and_deletion))  # not status
             .owns(self.works, _binding_of, builder.changed(_work_carried),
                   observe=lambda e: self.index.update(e.type, e.obj))
             .complete(self.reconcile_binding))
@@ -90,7 +85,7 @@ class BindingController(manager.Controller):
         """Make the binding's Works what its spec and template ask for."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
         key = request.key
-        binding = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
+        binding = self.bindings.get(ref)
         existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
                     if w is not None]
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):

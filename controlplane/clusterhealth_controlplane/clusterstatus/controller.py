@@ -74,16 +74,14 @@ class ClusterStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.health: options.ClusterHealth = context.options.health
         self.pool: members.MemberClients = context.members
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.leases = term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
+        self.leases = self.term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}
         self.caches: dict[str, _MemberCaches] = {}
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=max(context.workers, PROBE_WORKERS))
+            builder.Builder(CONTROLLER, self.term, workers=max(context.workers, PROBE_WORKERS))
             # a status write (ours or another's) is left to the periodic probe
             .for_(self.clusters, builder.SPEC)
             .uses(self.leases)

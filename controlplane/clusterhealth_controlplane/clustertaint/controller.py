@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from clusterhealth_controlplane import manager
+from clusterhealth_controlplane import manager, metrics
 from clusterhealth_controlplane.clustertaint import decision
 from clusterhealth_core import builder, reconcile
 from clusterhealth_core.api import cluster, groups, policy, wire
@@ -51,33 +51,25 @@ def _watched(obj: informer.Object | None) -> tuple[Any, ...]:
             (obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-class ClusterTaintController(manager.Controller):
-    """Cluster conditions and ClusterTaintPolicies -> ``Cluster.spec.taints``."""
+class TaintGauge:
+    """``clusterhealth_cluster_taints``: every taint on every Cluster, whoever wrote it.
 
-    def __init__(self, context: manager.Context) -> None:
-        super().__init__(context)
-        term = context.term
-        self.timeout = context.options.taints.failover_eviction_timeout
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.policies = term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
-        self._parsed: dict[str, policy.ClusterTaintPolicy] = {}
-        """Every cached policy that parses, by name."""
+    Follows each Cluster event (:meth:`observe`), remembering the (key, effect)
+    series it set per Cluster so that a taint gone (or a Cluster deleted) takes
+    its series with it.
+    """
+
+    def __init__(self, family: metrics.FailoverMetrics) -> None:
+        self.metrics = family
         self._gauged: dict[str, set[decision.TaintId]] = {}
         """The (key, effect) series of the taints gauge set for each Cluster."""
-        self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .for_(self.clusters, builder.not_deleted, builder.changed(_watched),
-                  observe=lambda e: self._gauge(
-                      informer.key_of(e.obj), None if e.type == builder.DELETED else e.obj))
-            .watches(self.policies, self._targeted, builder.not_deleted, builder.SPEC,
-                     observe=self._parse)
-            .complete(self.reconcile_cluster))
 
-    # --- events -------------------------------------------------------------
-
-    def _gauge(self, name: str, obj: dict[str, Any] | None) -> None:
+    def observe(self, event: builder.Event) -> None:
+        """Set the series of one Cluster's taints now (none once it is deleted)."""
+        name = informer.key_of(event.obj)
         now: set[decision.TaintId] = set()
-        for taint in ((obj or {}).get("spec") or {}).get("taints") or []:
+        spec = {} if event.type == builder.DELETED else event.obj.get("spec") or {}
+        for taint in spec.get("taints") or []:
             if isinstance(taint, dict) and taint.get("key") and taint.get("effect"):
                 now.add((str(taint["key"]), str(taint["effect"])))
         for key, effect in self._gauged.get(name, set()) - now:
@@ -89,22 +81,41 @@ class ClusterTaintController(manager.Controller):
         else:
             self._gauged.pop(name, None)
 
-    def _parse(self, event: builder.Event) -> None:
-        obj = event.obj
-        name = str((obj.get("metadata") or {})["name"])
-        if event.type == builder.DELETED:
-            self._parsed.pop(name, None)
-            return  # its taints stay where they are
-        try:
-            self._parsed[name] = policy.ClusterTaintPolicy.from_dict(
-                {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
-                 "kind": groups.CLUSTER_TAINT_POLICY.kind})
-        except wire.ValidationError as exc:
-            log.warning("ClusterTaintPolicy %s is malformed and not applied: %s", name, exc)
-            self._parsed.pop(name, None)
+
+def _parse(obj: informer.Object) -> policy.ClusterTaintPolicy | None:
+    """A policy's model (None: malformed, logged; its taints stay where they are)."""
+    try:
+        return policy.ClusterTaintPolicy.from_dict(
+            {**obj, "apiVersion": groups.CLUSTER_TAINT_POLICY.api_version,
+             "kind": groups.CLUSTER_TAINT_POLICY.kind})
+    except wire.ValidationError as exc:
+        log.warning("ClusterTaintPolicy %s is malformed and not applied: %s",
+                    (obj.get("metadata") or {}).get("name"), exc)
+        return None
+
+
+class ClusterTaintController(manager.Controller):
+    """Cluster conditions and ClusterTaintPolicies -> ``Cluster.spec.taints``."""
+
+    def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
+        self.timeout = context.options.taints.failover_eviction_timeout
+        self.policies = self.term.informers.informer(resources.CLUSTER_TAINT_POLICIES)
+        self.parsed = builder.Parsed(_parse)
+        """Every cached policy, parsed once per change (a malformed one is left out)."""
+        self.gauge = TaintGauge(context.metrics)
+        self.controller = (
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
+            .for_(self.clusters, builder.not_deleted, builder.changed(_watched),
+                  observe=self.gauge.observe)
+            .watches(self.policies, self._targeted, builder.not_deleted, builder.SPEC,
+                     observe=self.parsed.observe)
+            .complete(self.reconcile_cluster))
+
+    # --- events -------------------------------------------------------------
 
     def _targeted(self, event: builder.Event) -> list[builder.Request]:
-        parsed = self._parsed.get(str((event.obj.get("metadata") or {})["name"]))
+        parsed = self.parsed.get(builder.Request.of(event.obj))
         if parsed is None:
             return []
         found = []
@@ -135,7 +146,7 @@ class ClusterTaintController(manager.Controller):
         model = self._cluster(obj)
         if model is None:
             return None
-        plan = decision.plan(model, self._parsed.values(), self.clock.now(), self.timeout)
+        plan = decision.plan(model, self.parsed.values(), self.clock.now(), self.timeout)
         if plan.changed:
             taints = [t.to_dict() for t in plan.taints]
             await self.api.patch(

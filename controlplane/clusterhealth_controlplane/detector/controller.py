@@ -89,15 +89,15 @@ class Detector(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
-        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
         self.templates: dict[tuple[str, str], informer.Informer] = {}
         """One informer per selected kind, by (apiVersion, kind)."""
         self.resources: dict[tuple[str, str], resources.Resource] = {}
-        self._parsed: dict[builder.Request, decision.Policy | None] = {}
-        """Every cached policy by request (kind PP or CPP), parsed (None: malformed or deleting)."""
+        self.parsed = builder.Parsed(_parse, _policy_request)
+        """Every cached policy by request (kind PP or CPP), parsed once per change here, not
+        in every template's reconcile (None: malformed or deleting)."""
         self.unserved: set[tuple[str, str]] = set()
         """Selected kinds this API server did not serve when last asked."""
         self.unreadable: dict[tuple[str, str], str] = {}
@@ -106,26 +106,23 @@ class Detector(manager.Controller):
         # selects may be one the controller manager cannot read, whose cache never loads;
         # the policy says so (decision.REASON_UNREADABLE), and the process stays ready.
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .channel()  # and the template caches, watched once a policy selects their kind
             .resync(context.resync_period, self._every_template)
             .on_terminal(self._terminal)
             .complete(self.reconcile_template))
         self.kinds = (
-            builder.Builder(f"{CONTROLLER}-kinds", term, workers=1)
-            .watches(self.policies, _selected, builder.SPEC, observe=self._parse)
-            .watches(self.cluster_policies, _selected, builder.SPEC, observe=self._parse)
+            builder.Builder(f"{CONTROLLER}-kinds", self.term, workers=1)
+            .watches((self.policies, self.cluster_policies), _selected, builder.SPEC,
+                     observe=self.parsed.observe)
             .complete(self.reconcile_kind))
         self.policy_status = (
-            builder.Builder(f"{CONTROLLER}-policies", term, workers=1)
-            .watches(self.policies, _itself, builder.not_deleted, builder.SPEC,
-                     delay=POLICY_STATUS_DELAY)
-            .watches(self.cluster_policies, _itself, builder.not_deleted, builder.SPEC,
-                     delay=POLICY_STATUS_DELAY)
-            .status(resources.PROPAGATION_POLICIES, FIELD_MANAGER, frozenset({"conditions"}),
+            builder.Builder(f"{CONTROLLER}-policies", self.term, workers=1)
+            .watches((self.policies, self.cluster_policies), _itself, builder.not_deleted,
+                     builder.SPEC, delay=POLICY_STATUS_DELAY)
+            .status((resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES),
+                    FIELD_MANAGER, frozenset({"conditions"}),
                     frozenset({decision.CONDITION_SELECTED}))
-            .status(resources.CLUSTER_PROPAGATION_POLICIES, FIELD_MANAGER,
-                    frozenset({"conditions"}), frozenset({decision.CONDITION_SELECTED}))
             .complete(self.reconcile_policy))
         self.controllers = (self.kinds, self.controller, self.policy_status)
 
@@ -133,15 +130,7 @@ class Detector(manager.Controller):
 
     def parsed_policies(self) -> list[decision.Policy]:
         """Every cached policy that parses (a malformed one is logged, not used)."""
-        return [p for p in self._parsed.values() if p is not None]
-
-    def _parse(self, event: builder.Event) -> None:
-        """Parse a policy once per change here, not in every template's reconcile."""
-        key = _policy_request(event.obj)
-        if event.type == builder.DELETED:
-            self._parsed.pop(key, None)
-        else:
-            self._parsed[key] = _parse(key.kind, event.obj)
+        return self.parsed.values()
 
     def _every_template(self) -> list[builder.Request]:
         return [template_request(api_version, kind, obj)
@@ -236,7 +225,7 @@ class Detector(manager.Controller):
             return None
         if len(self.controller.queue) or len(self.kinds.queue):
             return reconcile.Result(requeue_after=POLICY_STATUS_DELAY)  # claims still moving
-        candidate = self._parsed.get(key)
+        candidate = self.parsed.get(key)
         if candidate is None:
             return None
         wanted = decision.Claim(kind, namespace or None, name)
@@ -337,7 +326,9 @@ def _with_kind(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, An
     return {**obj, "apiVersion": api_version, "kind": kind}
 
 
-def _parse(kind: str, obj: Mapping[str, Any]) -> decision.Policy | None:
+def _parse(obj: Mapping[str, Any]) -> decision.Policy | None:
+    """A policy's model (None: malformed, or being deleted)."""
+    kind = _policy_request(obj).kind
     meta_ = obj.get("metadata") or {}
     try:
         spec = policy.PropagationSpec.from_dict(obj.get("spec") or {})

@@ -51,9 +51,6 @@ class ExecutionController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
-        self.works = term.informers.informer(resources.WORKS)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: members.MemberKinds = context.member_objects
         self.member_namespaces: dict[str, set[str]] = {}
         """Per member, the namespaces known to exist there."""
@@ -62,43 +59,27 @@ class ExecutionController(manager.Controller):
         the member namespaces it propagates, with their labels)."""
         self.skipped_namespaces = context.options.propagation.skipped_namespaces
         declared = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
             .watches(self.clusters, self._cluster_works, builder.changed(decision.ready),
                      observe=self._forget_cluster))
         if "namespaceSync" in context.controllers:
-            self.namespace_sync = term.informers.informer(resources.NAMESPACES)
+            self.namespace_sync = self.term.informers.informer(resources.NAMESPACES)
             declared.uses(self.namespace_sync)  # which member namespaces the sync makes
         self.controller = declared.complete(self.reconcile_work)
-        self.objects.add_listener(self._on_member_object)
+        self.member_works = manager.MemberWorks(
+            self.works, self.controller, decision.needs_reapply,
+            lambda cluster: self.member_namespaces.pop(cluster, None))
+        self.objects.add_listener(self.member_works.listener)
 
     # --- events -------------------------------------------------------------
 
-    def _works_of_cluster(self, cluster: str) -> list[builder.Request]:
-        namespace = vocabulary.execution_namespace(cluster)
-        return [builder.Request(namespace, str(work["metadata"]["name"]))
-                for work in list(self.works.store.values())
-                if (work.get("metadata") or {}).get("namespace") == namespace]
-
     def _cluster_works(self, event: builder.Event) -> list[builder.Request]:
-        return self._works_of_cluster(str(event.obj["metadata"]["name"]))
+        return self.member_works.of_cluster(str(event.obj["metadata"]["name"]))
 
     def _forget_cluster(self, event: builder.Event) -> None:
         if event.type == builder.DELETED:
             self.member_namespaces.pop(str(event.obj["metadata"]["name"]), None)
-
-    def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
-                          old: dict[str, Any] | None) -> None:
-        if not event or obj is None:
-            self.member_namespaces.pop(cluster, None)
-            for request in self._works_of_cluster(cluster):
-                self.controller.enqueue(request)
-            return
-        if not decision.needs_reapply(event, obj, old):
-            return
-        work = decision.work_of(obj)
-        if work is not None and vocabulary.cluster_of(work[0]) == cluster:
-            self.controller.enqueue(builder.Request(work[0], work[1]))
 
     # --- reconcile ----------------------------------------------------------
 

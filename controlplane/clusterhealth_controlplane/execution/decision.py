@@ -111,7 +111,7 @@ def describe(manifest: Mapping[str, Any]) -> str:
 def conflict_message(cluster: str, manifest: Mapping[str, Any],
                      live: Mapping[str, Any]) -> str:
     """Why a manifest was not applied: the member object is another's, and ``abort``."""
-    other = work_of(live)
+    other = vocabulary.work_of(live)
     whose = (f"it belongs to Work {other[0]}/{other[1]}" if other is not None
              else "it was not created by this control plane")
     return (f"{describe(manifest)} already exists in cluster {cluster} and {whose}; with "
@@ -159,17 +159,9 @@ def release_patch() -> dict[str, Any]:
                          "annotations": dict.fromkeys(RELEASED_ANNOTATIONS)}}
 
 
-def work_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(namespace, name)`` of the Work a member object was applied from."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    namespace = annotations.get(vocabulary.WORK_NAMESPACE)
-    name = annotations.get(vocabulary.WORK_NAME)
-    return (str(namespace), str(name)) if namespace and name else None
-
-
 def owned_by(obj: Mapping[str, Any], work_namespace: str, work_name: str) -> bool:
     """Whether the member object is this Work's."""
-    return work_of(obj) == (work_namespace, work_name)
+    return vocabulary.work_of(obj) == (work_namespace, work_name)
 
 
 def _desired(obj: Mapping[str, Any] | None) -> Any:

@@ -33,8 +33,9 @@ from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.failback import decision
 from clusterhealth_controlplane.scheduler import adapt, framework
 from clusterhealth_core import builder, reconcile
+from clusterhealth_core import clock as clocks
 from clusterhealth_core.api import meta, policy
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -78,57 +79,105 @@ def _request(key: str) -> builder.Request:
     return builder.Request(ref.namespace, ref.name)
 
 
-class FailbackController(manager.Controller):
-    """Rebalances opted-in static-weight bindings back onto recovered clusters."""
+class Slots:
+    """``--failback-batch``: how many bindings may be failing back at once, and who waits.
 
-    def __init__(self, context: manager.Context) -> None:
-        super().__init__(context)
-        term = context.term
-        self.window = context.options.failback.window
-        self.batch = context.options.failback.batch
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.policies = term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.seen_healthy: dict[str, datetime.datetime] = {}
-        """When each Cluster was first seen Ready and untainted (this term)."""
+    A trigger written is in flight until the cache shows it (or until
+    :data:`decision.IN_FLIGHT_LIMIT` passes: the cache may never catch up); a
+    binding that finds no slot waits, and is queued again when one frees.
+    """
+
+    def __init__(self, batch: int, bindings: manager.Bindings) -> None:
+        self.batch = batch
+        self.bindings = bindings
         self.pending: dict[str, datetime.datetime] = {}
         """Triggers written and not yet seen in the cache: key -> the trigger written."""
         self.waiting: set[str] = set()
         """Bindings with a failback due, waiting for a batch slot."""
         self.lock = asyncio.Lock()
+
+    def forget(self, key: str) -> None:
+        """A binding deleted: it holds no slot and waits for none."""
+        self.pending.pop(key, None)
+        self.waiting.discard(key)
+
+    def waiters(self) -> list[builder.Request]:
+        """The bindings waiting for a slot (to queue when one frees)."""
+        return [_request(key) for key in sorted(self.waiting)]
+
+    def in_flight(self, now: datetime.datetime, but: str) -> int:
+        """How many bindings but ``but`` hold a slot now."""
+        count = 0
+        for obj in self.bindings.objects():
+            key = vocabulary.BindingRef.of(obj).key
+            if key == but:
+                continue
+            written = self.pending.get(key)
+            seen = ((obj.get("metadata") or {}).get("annotations") or {}).get(decision.TRIGGERED)
+            if written is not None and (seen == meta.format_time(written) or (
+                    now - written).total_seconds() >= decision.IN_FLIGHT_LIMIT):
+                self.pending.pop(key, None)  # the cache has caught up (or never will)
+                written = None
+            if written is not None or decision.in_flight(obj, now):
+                count += 1
+        return count
+
+
+class HealthySince:
+    """When each Cluster was first seen Ready and untainted, following the Clusters' events.
+
+    This term's sightings only: taints carry no removal time.
+    """
+
+    def __init__(self, clock: clocks.Clock) -> None:
+        self.clock = clock
+        self.since: dict[str, datetime.datetime] = {}
+
+    def observe(self, event: builder.Event) -> None:
+        """Start a Cluster's clock when it turns healthy, stop it when it no longer is."""
+        name = informer.key_of(event.obj)
+        if event.type != builder.DELETED and decision.healthy(event.obj):
+            self.since.setdefault(name, self.clock.now())
+        else:
+            self.since.pop(name, None)
+
+
+class FailbackController(manager.Controller):
+    """Rebalances opted-in static-weight bindings back onto recovered clusters."""
+
+    def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
+        self.window = context.options.failback.window
+        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
+        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.healthy = HealthySince(self.term.clock)
+        self.slots = Slots(context.options.failback.batch, self.bindings)
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .watches(self.bindings, self._on_binding)
-            .watches(self.cluster_bindings, self._on_binding)
-            .watches(self.policies, self._on_policy, builder.changed(decision.opted_in))
-            .watches(self.cluster_policies, self._on_policy, builder.changed(decision.opted_in))
-            .watches(self.clusters, self._on_cluster)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
+            .watches(self.bindings.informers, self._on_binding)
+            .watches((self.policies, self.cluster_policies), self._on_policy,
+                     builder.changed(decision.opted_in))
+            .watches(self.clusters, self._on_cluster, builder.changed(decision.healthy),
+                     observe=self.healthy.observe)  # turned healthy or unhealthy
             .complete(self.reconcile_binding))
 
     # --- events -------------------------------------------------------------
 
     def _all_bindings(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        for store in (self.bindings.store, self.cluster_bindings.store):
-            for obj in list(store.values()):
-                yield vocabulary.BindingRef.of(obj).key, obj
+        for obj in self.bindings.objects():
+            yield vocabulary.BindingRef.of(obj).key, obj
 
     def _on_binding(self, event: builder.Event) -> list[builder.Request]:
         obj, old = event.obj, event.old
         key = vocabulary.BindingRef.of(obj).key
         if event.type == builder.DELETED:
-            self.pending.pop(key, None)
-            self.waiting.discard(key)
-            return self._waiting()  # a slot freed
+            self.slots.forget(key)
+            return self.slots.waiters()  # a slot freed
         found = [builder.Request.of(obj)] if _interesting(obj) or _interesting(old) else []
         now = self.clock.now()
         if old is not None and decision.in_flight(old, now) and not decision.in_flight(obj, now):
-            found += self._waiting()  # a slot freed
+            found += self.slots.waiters()  # a slot freed
         return found
-
-    def _waiting(self) -> list[builder.Request]:
-        return [_request(key) for key in sorted(self.waiting)]
 
     def _on_policy(self, event: builder.Event) -> list[builder.Request]:
         meta = event.obj.get("metadata") or {}
@@ -139,16 +188,7 @@ class FailbackController(manager.Controller):
                 if decision.policy_key(found) == wanted and _interesting(found)]
 
     def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
-        obj = event.obj
-        name = str((obj.get("metadata") or {}).get("name"))
-        healthy = event.type != builder.DELETED and decision.healthy(obj)
-        was = name in self.seen_healthy
-        if healthy and not was:
-            self.seen_healthy[name] = self.clock.now()
-        elif not healthy:
-            self.seen_healthy.pop(name, None)
-        if healthy == was and event.type == builder.MODIFIED:
-            return []
+        name = informer.key_of(event.obj)
         return [_request(key) for key, found in self._all_bindings()
                 if name in decision.record(found) or name in decision.evicted_clusters(found)]
 
@@ -176,32 +216,17 @@ class FailbackController(manager.Controller):
                 log.warning("Cluster %s cannot be read; failback to it waits", name)
                 continue
             found[name] = decision.ClusterState(
-                view, decision.stable_since(cluster, self.seen_healthy.get(name)))
+                view, decision.stable_since(cluster, self.healthy.since.get(name)))
         return found
-
-    def _in_flight(self, now: datetime.datetime, but: str) -> int:
-        count = 0
-        for key, obj in self._all_bindings():
-            if key == but:
-                continue
-            written = self.pending.get(key)
-            seen = ((obj.get("metadata") or {}).get("annotations") or {}).get(decision.TRIGGERED)
-            if written is not None and (seen == meta.format_time(written) or (
-                    now - written).total_seconds() >= decision.IN_FLIGHT_LIMIT):
-                self.pending.pop(key, None)  # the cache has caught up (or never will)
-                written = None
-            if written is not None or decision.in_flight(obj, now):
-                count += 1
-        return count
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Record evictions, and fail back to clusters recovered for the whole window."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
         key = ref.key
-        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
+        obj = self.bindings.get(ref)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-                self.waiting.discard(key)
+                self.slots.waiting.discard(key)
                 return None
             try:
                 return await self._reconcile(ref, obj)
@@ -227,12 +252,13 @@ class FailbackController(manager.Controller):
         trigger: datetime.datetime | None = None
         entries = verdict.record
         waits = False
-        async with self.lock:
-            if verdict.due and key not in self.pending and not decision.in_flight(obj, now):
-                if self._in_flight(now, key) >= self.batch:
+        slots = self.slots
+        async with slots.lock:
+            if verdict.due and key not in slots.pending and not decision.in_flight(obj, now):
+                if slots.in_flight(now, key) >= slots.batch:
                     log.info("binding %s: failback to %s waits for a slot (%d in flight)", key,
-                             ", ".join(verdict.due), self.batch)
-                    self.waiting.add(key)
+                             ", ".join(verdict.due), slots.batch)
+                    slots.waiting.add(key)
                     waits = True
                 else:
                     trigger = decision.trigger_time(obj, now)
@@ -243,8 +269,8 @@ class FailbackController(manager.Controller):
                                  decision.failback_patch(obj, entries, trigger),
                                  namespace=ref.namespace or None)
             if trigger is not None:
-                self.waiting.discard(key)
-                self.pending[key] = trigger
+                slots.waiting.discard(key)
+                slots.pending[key] = trigger
         for cluster, why in verdict.dropped:
             log.info("binding %s: failback record for %s dropped (%s)", key, cluster, why)
         if trigger is not None:

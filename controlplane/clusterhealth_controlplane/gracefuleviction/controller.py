@@ -24,11 +24,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from clusterhealth_controlplane import manager, vocabulary
+from clusterhealth_controlplane import manager, metrics, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.gracefuleviction import decision
 from clusterhealth_core import builder, reconcile
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +38,21 @@ EVENT_ENDED = "EvictWorkloadFromClusterSucceed"
 CONFLICT_ATTEMPTS = 3
 
 
-class GracefulEvictionController(manager.Controller):
-    """Ends graceful-eviction tasks (a :class:`runner.Controller`)."""
+class TaskGauge:
+    """``graceful_eviction_tasks``: the tasks on every binding, counted as bindings change.
 
-    def __init__(self, context: manager.Context) -> None:
-        super().__init__(context)
-        term = context.term
-        self.timeout = context.options.eviction.graceful_eviction_timeout
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+    Follows each binding event (:meth:`observe`), keeping each binding's count so
+    that a change moves the total by the difference.
+    """
+
+    def __init__(self, family: metrics.FailoverMetrics) -> None:
+        self.metrics = family
         self.counts: dict[str, int] = {}
-        """Tasks per binding key, for the gauge."""
+        """Tasks per binding key."""
         self.total = 0
-        self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .for_(self.bindings, _with_tasks, observe=self._count)
-            .for_(self.cluster_bindings, _with_tasks, observe=self._count)
-            .complete(self.reconcile_binding))
 
-    def _count(self, event: builder.Event) -> None:
+    def observe(self, event: builder.Event) -> None:
+        """Count one binding's tasks again (none once it is deleted)."""
         key = vocabulary.BindingRef.of(event.obj).key
         count = 0 if event.type == builder.DELETED else len(decision.tasks(event.obj))
         self.total += count - self.counts.pop(key, 0)
@@ -64,10 +60,23 @@ class GracefulEvictionController(manager.Controller):
             self.counts[key] = count
         self.metrics.graceful_eviction_tasks.set(self.total)
 
+
+class GracefulEvictionController(manager.Controller):
+    """Ends graceful-eviction tasks (a :class:`runner.Controller`)."""
+
+    def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
+        self.timeout = context.options.eviction.graceful_eviction_timeout
+        self.gauge = TaskGauge(context.metrics)
+        self.controller = (
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
+            .for_(self.bindings.informers, _with_tasks, observe=self.gauge.observe)
+            .complete(self.reconcile_binding))
+
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """End the binding's tasks that are done; come back at the next deadline."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
-        obj = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
+        obj = self.bindings.get(ref)
         for attempt in range(CONFLICT_ATTEMPTS):
             if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp") \
                     or not decision.tasks(obj):

@@ -29,42 +29,31 @@ CONTROLLER = "namespaceSync"
 FIELD_MANAGER = "clusterhealth-namespace-sync"
 
 
-class NamespaceSyncController(builder.Declared):
+class NamespaceSyncController(manager.Controller):
     """Namespaces -> Works, one per member."""
 
     def __init__(self, context: manager.Context) -> None:
-        term = context.term
+        super().__init__(context)
         self.skipped = context.options.propagation.skipped_namespaces
-        self.namespaces = term.informers.informer(resources.NAMESPACES)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.works = term.informers.informer(resources.WORKS)
-        self.writer = workwriter.WorkWriter(term.api, self.works, FIELD_MANAGER)
-        self.index: dict[str, set[str]] = {}
+        self.namespaces = self.term.informers.informer(resources.NAMESPACES)
+        self.writer = workwriter.WorkWriter(self.term.api, self.works, FIELD_MANAGER)
+        self.index = builder.Index(informer.key_of,
+                                   lambda work: filter(None, [decision.source_of(work)]))
         """Namespace name -> the keys of its Works."""
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.namespaces, builder.changed(_carried))  # not a status write
             .watches(self.clusters, self._every_namespace, builder.not_modified)
-            .owns(self.works, _source, builder.SPEC, observe=self._index_work)
+            .owns(self.works, _source, builder.SPEC, observe=self.index.observe)
             .complete(self.reconcile_namespace))
 
     def _every_namespace(self, event: builder.Event) -> list[builder.Request]:
         return [builder.Request("", name) for name in list(self.namespaces.store)]
 
-    def _index_work(self, event: builder.Event) -> None:
-        source = decision.source_of(event.obj)
-        if source is None:
-            return
-        key = informer.key_of(event.obj)
-        if event.type == builder.DELETED:
-            self.index.get(source, set()).discard(key)
-        else:
-            self.index.setdefault(source, set()).add(key)
-
     # --- reconcile ----------------------------------------------------------
 
     def _works_of(self, name: str) -> list[dict[str, Any]]:
-        return [w for w in (self.works.store.get(k) for k in sorted(self.index.get(name, ())))
+        return [w for w in (self.works.store.get(k) for k in sorted(self.index.on(name)))
                 if w is not None]
 
     async def reconcile_namespace(self, request: builder.Request) -> reconcile.Result | None:

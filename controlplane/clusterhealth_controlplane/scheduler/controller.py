@@ -48,6 +48,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from clusterhealth_controlplane import manager
 from clusterhealth_controlplane.scheduler import (
     adapt,
     algorithm,
@@ -178,6 +179,84 @@ def _comparable(conditions: Any) -> dict[str, tuple[Any, ...]]:
             for c in conditions or [] if c.get("type") == CONDITION_SCHEDULED}
 
 
+class ClusterViews:
+    """Every Cluster as the scheduler sees it, made once per change, and per resource request.
+
+    Follows the Clusters' events (:meth:`observe`); a malformed Cluster (the CRD
+    should have stopped it) is logged and left out.  The views with the replicas
+    one resource request fits are cached until any Cluster changes.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[str, adapt.ClusterEntry] = {}
+        """Every Cluster's view, made once per change."""
+        self._by_request: dict[tuple[tuple[str, str], ...], list[framework.ClusterView]] = {}
+        """The Cluster views with available replicas, per resource request (dropped on any
+        Cluster change)."""
+
+    def observe(self, event: builder.Event) -> bool:
+        """Follow one Cluster event; whether anything the scheduler sees changed."""
+        name = str(event.obj["metadata"]["name"])
+        before = self.entries.get(name)
+        if event.type == builder.DELETED:
+            self.entries.pop(name, None)
+        else:
+            try:
+                self.entries[name] = adapt.cluster_entry(event.obj)
+            except (meta.ValidationError, ValueError) as exc:  # the CRD should have stopped it
+                log.error("ignoring malformed Cluster %s: %s", name, exc)
+                self.entries.pop(name, None)
+        if self.entries.get(name) == before:
+            return False
+        self._by_request.clear()
+        return True
+
+    def gone(self, name: str) -> bool:
+        """Whether Cluster ``name`` is not there (or is being deleted)."""
+        return name not in self.entries or self.entries[name].view.deleting
+
+    def for_request(self, request: Mapping[str, Any]) -> list[framework.ClusterView]:
+        """Every Cluster's view with the replicas of ``request`` it can take (cached)."""
+        cache_key = tuple(sorted((k, str(v)) for k, v in request.items()))
+        views = self._by_request.get(cache_key)
+        if views is None:
+            if len(self._by_request) > 1024:
+                self._by_request.clear()
+            views = [entry.for_request(request) for entry in self.entries.values()]
+            self._by_request[cache_key] = views
+        return views
+
+
+class Placements:
+    """Placements parsed once per distinct placement (by canonical JSON), and their views."""
+
+    def __init__(self) -> None:
+        self._placements: dict[str, tuple[policy.Placement, str]] = {}
+        self._views: dict[tuple[str, int | None], framework.PlacementView] = {}
+
+    def parse(self, raw: Mapping[str, Any]) -> tuple[policy.Placement, str]:
+        """The parsed placement and its canonical JSON, cached by that JSON."""
+        canonical = adapt.canonical_json(raw)
+        found = self._placements.get(canonical)
+        if found is None:
+            if len(self._placements) > 4096:
+                self._placements.clear()
+                self._views.clear()
+            parsed = policy.Placement.from_dict(raw)
+            found = (parsed, adapt.canonical_placement(parsed))
+            self._placements[canonical] = found
+        return found
+
+    def view(self, placement: policy.Placement, canonical: str,
+             term: int | None) -> framework.PlacementView:
+        """The placement's view for one affinity term (cached)."""
+        key = (canonical, term)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = adapt.placement_view(placement, term)
+        return view
+
+
 class Scheduler(builder.Declared):
     """Caches bindings and Clusters; schedules bindings (a :class:`runner.Controller`)."""
 
@@ -186,58 +265,38 @@ class Scheduler(builder.Declared):
         super().__init__(term)
         self.settings = settings
         self.metrics = scheduler_metrics
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.entries: dict[str, adapt.ClusterEntry] = {}
-        """Every Cluster's view, made once per change."""
-        self.on_cluster: dict[str, set[str]] = {}
+        self.bindings = manager.Bindings(term)
+        self.clusters = ClusterViews()
+        self.on_cluster = builder.Index(informer.key_of, target_names)
         """Cluster name to the keys of the bindings targeting it."""
         self.unschedulable: dict[str, int] = {}
         """Keys that could not be scheduled, to their failed attempts so far."""
         self.produced: dict[str, int] = {}
         """Key to the generation our own spec write produced (its update event is skipped)."""
-        self._by_request: dict[tuple[tuple[str, str], ...], list[framework.ClusterView]] = {}
-        """The Cluster views with available replicas, per resource request (dropped on any
-        Cluster change)."""
-        self._placements: dict[str, tuple[policy.Placement, str]] = {}
-        self._views: dict[tuple[str, int | None], framework.PlacementView] = {}
+        self.placements = Placements()
         self.pending: dict[str, _Pending] = {}
         """Deferred status writes by key, oldest first (see "Placement first")."""
         self._writing: set[str] = set()
         self._status_wake = asyncio.Event()
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
-            .watches(self.bindings, self._on_binding)
-            .watches(self.cluster_bindings, self._on_binding)
-            .watches(self.clusters, self._on_cluster)
-            .status(RB.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
-            .status(CRB.resource, FIELD_MANAGER, STATUS_FIELDS, frozenset({CONDITION_SCHEDULED}))
+            .watches(self.bindings.informers, self._on_binding, observe=self.on_cluster.observe)
+            .watches(resources.CLUSTERS, self._on_cluster)
+            .status((RB.resource, CRB.resource), FIELD_MANAGER, STATUS_FIELDS,
+                    frozenset({CONDITION_SCHEDULED}))
             .on_terminal(self._terminal)
             .complete(self.reconcile_binding))
 
     # --- event handlers (synchronous, cheap) --------------------------------------------
 
-    def _index(self, key: str, before: frozenset[str], after: frozenset[str]) -> None:
-        for name in before - after:
-            keys = self.on_cluster.get(name)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self.on_cluster[name]
-        for name in after - before:
-            self.on_cluster.setdefault(name, set()).add(key)
-
     def _on_binding(self, event: builder.Event) -> list[builder.Request]:
         obj, old = event.obj, event.old
         key = informer.key_of(obj)
         if event.type == builder.DELETED:
-            self._index(key, target_names(obj), frozenset())
             self.unschedulable.pop(key, None)
             self.produced.pop(key, None)
             self.pending.pop(key, None)
             return []
-        self._index(key, target_names(old), target_names(obj))
         if not is_ours(obj, self.settings.scheduler_name):
             return []
         produced = self.produced.get(key)
@@ -251,21 +310,9 @@ class Scheduler(builder.Declared):
         return []
 
     def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
-        obj = event.obj
-        name = str(obj["metadata"]["name"])
-        before = self.entries.get(name)
-        if event.type == builder.DELETED:
-            self.entries.pop(name, None)
-        else:
-            try:
-                self.entries[name] = adapt.cluster_entry(obj)
-            except (meta.ValidationError, ValueError) as exc:  # the CRD should have stopped it
-                log.error("ignoring malformed Cluster %s: %s", name, exc)
-                self.entries.pop(name, None)
-        if self.entries.get(name) == before:
+        if not self.clusters.observe(event):
             return []  # nothing the scheduler sees changed
-        self._by_request.clear()
-        keys = list(self.on_cluster.get(name, ()))
+        keys = list(self.on_cluster.on(str(event.obj["metadata"]["name"])))
         if event.type != builder.DELETED:
             keys += list(self.unschedulable)
         return [builder.Request.parse(key) for key in keys]
@@ -273,40 +320,7 @@ class Scheduler(builder.Declared):
     # --- reconcile ------------------------------------------------------------------------
 
     def _object(self, key: str) -> dict[str, Any] | None:
-        store = self.bindings.store if kind_of(key) is RB else self.cluster_bindings.store
-        return store.get(key)
-
-    def _placement(self, raw: Mapping[str, Any]) -> tuple[policy.Placement, str]:
-        """The parsed placement and its canonical JSON, cached by that JSON."""
-        canonical = adapt.canonical_json(raw)
-        found = self._placements.get(canonical)
-        if found is None:
-            if len(self._placements) > 4096:
-                self._placements.clear()
-                self._views.clear()
-            parsed = policy.Placement.from_dict(raw)
-            found = (parsed, adapt.canonical_placement(parsed))
-            self._placements[canonical] = found
-        return found
-
-    def _view(self, placement: policy.Placement, canonical: str,
-              term: int | None) -> framework.PlacementView:
-        key = (canonical, term)
-        view = self._views.get(key)
-        if view is None:
-            view = self._views[key] = adapt.placement_view(placement, term)
-        return view
-
-    def _clusters_for(self, request: Mapping[str, Any]) -> list[framework.ClusterView]:
-        """Every Cluster's view with the replicas of ``request`` it can take (cached)."""
-        cache_key = tuple(sorted((k, str(v)) for k, v in request.items()))
-        views = self._by_request.get(cache_key)
-        if views is None:
-            if len(self._by_request) > 1024:
-                self._by_request.clear()
-            views = [entry.for_request(request) for entry in self.entries.values()]
-            self._by_request[cache_key] = views
-        return views
+        return self.bindings.get(builder.Request.parse(key))
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Schedule one binding if it needs it; write the result."""
@@ -326,7 +340,7 @@ class Scheduler(builder.Declared):
             binding = kind.model.from_dict(
                 {**obj, "spec": {k: v for k, v in raw_spec.items() if k != "placement"}})
             raw_placement = raw_spec.get("placement")
-            placement = None if raw_placement is None else self._placement(raw_placement)
+            placement = None if raw_placement is None else self.placements.parse(raw_placement)
         except (meta.ValidationError, ValueError) as exc:
             raise reconcile.TerminalError(
                 REASON_INVALID_BINDING, f"the binding cannot be read: {exc}") from exc
@@ -337,9 +351,9 @@ class Scheduler(builder.Declared):
         parsed, canonical = placement
         spec = binding.spec
         view = adapt.binding_view(spec)
-        gone = frozenset(name for name in view.target_names
-                         if name not in self.entries or self.entries[name].view.deleting)
-        first_view = self._view(parsed, canonical, adapt.affinity_terms(parsed, None)[0][1])
+        gone = frozenset(name for name in view.target_names if self.clusters.gone(name))
+        first_view = self.placements.view(parsed, canonical,
+                                          adapt.affinity_terms(parsed, None)[0][1])
         trigger = algorithm.reschedule_trigger(
             first_view, view,
             placement_changed=_applied(obj) != canonical
@@ -350,7 +364,7 @@ class Scheduler(builder.Declared):
             self.unschedulable.pop(key, None)
             await self._observe_generation(key, kind, obj, binding)
             return None
-        clusters = self._clusters_for(adapt.resource_request(spec))
+        clusters = self.clusters.for_request(adapt.resource_request(spec))
         mode = algorithm.mode_for(trigger)
         result: algorithm.ScheduleResult | None = None
         affinity_name: str | None = None
@@ -358,7 +372,8 @@ class Scheduler(builder.Declared):
         observed = binding.status.scheduler_observed_affinity_name
         for name, index in adapt.affinity_terms(parsed, observed):
             result = algorithm.schedule(
-                self._view(parsed, canonical, index), view, clusters, self.settings.plugins,
+                self.placements.view(parsed, canonical, index), view, clusters,
+                self.settings.plugins,
                 mode=mode, observe=self.metrics.observe_plugin, timer=self.clock.monotonic)
             affinity_name = name
             if isinstance(result, algorithm.Scheduled):

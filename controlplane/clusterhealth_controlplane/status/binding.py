@@ -44,23 +44,16 @@ class BindingStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
         self.discovery = context.discovery
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.works = term.informers.informer(resources.WORKS)
         self.index = binding.WorkIndex()
         self.credentials_namespace = context.secret_namespace
         self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .for_(self.bindings, builder.not_deleted, builder.SPEC)
-            .for_(self.cluster_bindings, builder.not_deleted, builder.SPEC)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
+            .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
             .watches(self.works, self._index_work)  # every Work event, status writes too
-            .status(resources.RESOURCE_BINDINGS, FIELD_MANAGER, STATUS_FIELDS,
-                    frozenset({decision.FULLY_APPLIED}))
-            .status(resources.CLUSTER_RESOURCE_BINDINGS, FIELD_MANAGER, STATUS_FIELDS,
-                    frozenset({decision.FULLY_APPLIED}))
+            .status((resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
+                    FIELD_MANAGER, STATUS_FIELDS, frozenset({decision.FULLY_APPLIED}))
             .complete(self.reconcile_binding))
 
     def _index_work(self, event: builder.Event) -> list[builder.Request]:
@@ -70,7 +63,7 @@ class BindingStatusController(manager.Controller):
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Aggregate the binding's Works into its status and its template's."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
-        found = vocabulary.cached_binding(ref, self.bindings.store, self.cluster_bindings.store)
+        found = self.bindings.get(ref)
         if found is None or found["metadata"].get("deletionTimestamp"):
             return None
         works: dict[str, dict[str, Any]] = {}

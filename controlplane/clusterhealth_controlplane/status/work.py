@@ -36,28 +36,13 @@ class WorkStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        term = context.term
-        self.works = term.informers.informer(resources.WORKS)
-        self.clusters = term.informers.informer(resources.CLUSTERS)
         self.objects: members.MemberKinds = context.member_objects
         self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
+            builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
             .uses(self.clusters)
             .complete(self.reconcile_work))
-        self.objects.add_listener(self._on_member_object)
-
-    def _on_member_object(self, cluster: str, event: str, obj: dict[str, Any] | None,
-                          old: dict[str, Any] | None) -> None:
-        if not event or obj is None:
-            namespace = vocabulary.execution_namespace(cluster)
-            for work in list(self.works.store.values()):
-                if work["metadata"].get("namespace") == namespace:
-                    self.controller.enqueue(builder.Request.of(work))
-            return
-        owner = execution.work_of(obj)
-        if owner is not None and vocabulary.cluster_of(owner[0]) == cluster:
-            self.controller.enqueue(builder.Request(owner[0], owner[1]))
+        self.objects.add_listener(manager.MemberWorks(self.works, self.controller).listener)
 
     async def reconcile_work(self, request: builder.Request) -> reconcile.Result | None:
         """Write the Work's ``manifestStatuses`` from its member objects."""

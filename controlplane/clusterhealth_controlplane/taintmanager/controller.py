@@ -37,15 +37,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
+from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.taintmanager import decision
 from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.api import meta
-from clusterhealth_core.kube import errors, resources
+from clusterhealth_core.kube import errors, informer, resources
 
 log = logging.getLogger(__name__)
 
@@ -105,67 +106,45 @@ class Pacer:
                     await changed.wait()
 
 
-class TaintManager(manager.Controller):
-    """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
+class StormGuard:
+    """The storm guard: every Cluster's readiness counted as it changes, and the pace it sets.
+
+    It follows each Cluster event (:meth:`observe`): counts the unhealthy Clusters,
+    remembers when each turned unready (for :func:`decision.hold`), and when the
+    guard changes sets ``clusterhealth_eviction_storm_guard`` /
+    ``clusterhealth_unhealthy_cluster_fraction`` and the :class:`Pacer`'s rate.
+    """
 
     def __init__(self, context: manager.Context) -> None:
-        super().__init__(context)
-        term = context.term
         self.options = context.options.eviction
+        self.metrics = context.metrics
+        self.clock = context.term.clock
         self.settle = decision.resume_delay(context.options.health.success_threshold,
                                             context.options.health.update_frequency)
         """After the storm guard lifts, evictions wait this long: the other clusters of the
         storm are most likely recovering too, and report Ready within it."""
         self._resume: asyncio.TimerHandle | None = None
-        self.clusters = term.informers.informer(resources.CLUSTERS)
-        self.bindings = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster_bindings = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
-        self.on_cluster: dict[str, set[builder.Request]] = {}
-        """Cluster name -> the bindings targeting it."""
-        self.targets: dict[builder.Request, frozenset[str]] = {}
-        """Binding key -> its target clusters."""
         self.readiness: dict[str, bool] = {}
         self.unready_since: dict[str, float] = {}
         """Cluster name -> when (monotonic) it was seen turning unready; see decision.hold."""
         self.window = decision.storm_window(context.options.health.update_frequency)
         self.unhealthy = 0
-        self.guard = decision.guard((), self.options.unhealthy_cluster_threshold)
-        self.due: dict[builder.Request, float] = {}
-        """Binding key -> when (monotonic) its eviction was found due; until written."""
-        self.pacer = Pacer(term.clock)
+        self.state = decision.guard((), self.options.unhealthy_cluster_threshold)
+        self.pacer = Pacer(self.clock)
         self.pacer.set_rate(decision.rate(False, self.options.rate, self.options.secondary_rate))
-        self.controller = (
-            builder.Builder(CONTROLLER, term, workers=context.workers)
-            .watches(self.clusters, self._on_cluster)
-            .watches(self.bindings, self._on_binding)
-            .watches(self.cluster_bindings, self._on_binding)
-            .status(resources.CLUSTERS, FIELD_MANAGER, frozenset({"conditions"}),
-                    frozenset({decision.CONDITION}))
-            .on_start(self._queue_guard_conditions)  # a condition left by an earlier term too
-            .complete(self.reconcile))
-        self.evictions = (
-            builder.Builder(EVICTION_QUEUE, term, workers=self.options.workers)
-            .channel().complete(self.reconcile_eviction))
-        self.controllers = (self.controller, self.evictions)
-        self._set_guard_metrics()
-        self.metrics.eviction_queue_depth.set(0)
-        for result in (RESULT_SUCCESS, RESULT_ERROR):
-            self.metrics.evictions.labels(result, decision.EVICTION_REASON)
+        self._set_metrics()
 
-    # --- events -------------------------------------------------------------
+    def observe(self, event: builder.Event, loaded: bool) -> bool:
+        """Count one Cluster event; whether the guard changed.
 
-    def _on_cluster(self, change: builder.Event) -> list[builder.Request]:
-        event, obj, old = change.type, change.obj, change.old
-        name = str((obj.get("metadata") or {}).get("name"))
-        found: list[builder.Request] = []
-        taints = decision.no_execute_taints(obj) if event != "DELETED" else ()
-        if event == "DELETED" or taints != decision.no_execute_taints(old):
-            found.extend(sorted(self.on_cluster.get(name, ())))
+        ``loaded``: past the initial list (a lift then waits ``settle`` seconds).
+        """
+        name = str((event.obj.get("metadata") or {}).get("name"))
         was = self.readiness.pop(name, None)
         if was is False:
             self.unhealthy -= 1
-        if event != "DELETED":
-            now = decision.ready(obj)
+        if event.type != builder.DELETED:
+            now = decision.ready(event.obj)
             self.readiness[name] = now
             self.unhealthy += 0 if now else 1
             if was is True and not now:
@@ -174,37 +153,84 @@ class TaintManager(manager.Controller):
                 self.unready_since.pop(name, None)
         else:
             self.unready_since.pop(name, None)
-        before = self.guard
-        self.guard = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
-        if self.guard != before:
-            found.extend(self._guard_changed(before))
-        elif event != "DELETED" and (taints != decision.no_execute_taints(old)):
+        before = self.state
+        self.state = decision.Guard(self.unhealthy, len(self.readiness), before.threshold)
+        if self.state == before:
+            return False
+        self._set_metrics()
+        if self.state.held != before.held:
+            self._pace(loaded)
+        return True
+
+    def _pace(self, loaded: bool) -> None:
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        rate = decision.rate(self.state.held, self.options.rate, self.options.secondary_rate)
+        if self.state.held or not loaded:
+            self.pacer.set_rate(rate)
+            log.warning("storm guard %s: %s", "holds" if self.state.held else "lifted",
+                        decision.guard_message(self.state, self.options.secondary_rate))
+        else:
+            # Like Kubernetes' node lifecycle after a full disruption: the clusters
+            # still recovering get time to say so before held evictions run.
+            self.pacer.set_rate(0.0)
+            self._resume = asyncio.get_running_loop().call_later(
+                self.settle, self.pacer.set_rate, rate)
+            log.warning("storm guard lifted: %s; evictions resume in %.0f s",
+                        decision.guard_message(self.state, self.options.secondary_rate),
+                        self.settle)
+
+    def hold(self, clusters: Iterable[str]) -> float:
+        """Seconds an eviction from ``clusters`` waits for the outage to be seen whole."""
+        return decision.hold(clusters, self.unready_since, self.window, self.clock.monotonic())
+
+    def _set_metrics(self) -> None:
+        self.metrics.storm_guard.set(1 if self.state.held else 0)
+        self.metrics.unhealthy_fraction.set(self.state.fraction)
+
+
+class TaintManager(manager.Controller):
+    """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
+
+    def __init__(self, context: manager.Context) -> None:
+        super().__init__(context)
+        self.options = context.options.eviction
+        self.guard = StormGuard(context)
+        self.on_cluster = builder.Index(builder.Request.of, decision.targets)
+        """Cluster name -> the bindings targeting it."""
+        self.due: dict[builder.Request, float] = {}
+        """Binding key -> when (monotonic) its eviction was found due; until written."""
+        self.controller = (
+            builder.Builder(CONTROLLER, context.term, workers=context.workers)
+            .watches(self.clusters, self._on_cluster)
+            .watches(self.bindings.informers, self._on_binding, builder.changed(_evicts_by),
+                     observe=self.on_cluster.observe)  # not a status write
+            .status(resources.CLUSTERS, FIELD_MANAGER, frozenset({"conditions"}),
+                    frozenset({decision.CONDITION}))
+            .on_start(self._queue_guard_conditions)  # a condition left by an earlier term too
+            .complete(self.reconcile))
+        self.evictions = (
+            builder.Builder(EVICTION_QUEUE, context.term, workers=self.options.workers)
+            .channel().complete(self.reconcile_eviction))
+        self.controllers = (self.controller, self.evictions)
+        self.metrics.eviction_queue_depth.set(0)
+        for result in (RESULT_SUCCESS, RESULT_ERROR):
+            self.metrics.evictions.labels(result, decision.EVICTION_REASON)
+
+    # --- events -------------------------------------------------------------
+
+    def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
+        name = str((event.obj.get("metadata") or {}).get("name"))
+        tainted = event.type == builder.DELETED or \
+            decision.no_execute_taints(event.obj) != decision.no_execute_taints(event.old)
+        found = sorted(self.on_cluster.on(name)) if tainted else []
+        if self.guard.observe(event, self.synced):
+            # the initial list: every Cluster is looked at once it is loaded
+            found += self._guard_conditions() if self.synced else []
+        elif tainted and event.type != builder.DELETED:
             found.append(builder.Request("", name, CLUSTER_KIND))  # tainted while held, or not
         return found
-
-    def _guard_changed(self, before: decision.Guard) -> list[builder.Request]:
-        self._set_guard_metrics()
-        if self.guard.held != before.held:
-            if self._resume is not None:
-                self._resume.cancel()
-                self._resume = None
-            rate = decision.rate(self.guard.held, self.options.rate, self.options.secondary_rate)
-            if self.guard.held or not self.synced:
-                self.pacer.set_rate(rate)
-                log.warning("storm guard %s: %s", "holds" if self.guard.held else "lifted",
-                            decision.guard_message(self.guard, self.options.secondary_rate))
-            else:
-                # Like Kubernetes' node lifecycle after a full disruption: the clusters
-                # still recovering get time to say so before held evictions run.
-                self.pacer.set_rate(0.0)
-                self._resume = asyncio.get_running_loop().call_later(
-                    self.settle, self.pacer.set_rate, rate)
-                log.warning("storm guard lifted: %s; evictions resume in %.0f s",
-                            decision.guard_message(self.guard, self.options.secondary_rate),
-                            self.settle)
-        if not self.synced:
-            return []  # the initial list: every Cluster is looked at once it is loaded
-        return self._guard_conditions()
 
     def _guard_conditions(self) -> list[builder.Request]:
         return [builder.Request("", name, CLUSTER_KIND)
@@ -215,45 +241,13 @@ class TaintManager(manager.Controller):
         for request in self._guard_conditions():
             self.controller.enqueue(request)
 
-    def _set_guard_metrics(self) -> None:
-        self.metrics.storm_guard.set(1 if self.guard.held else 0)
-        self.metrics.unhealthy_fraction.set(self.guard.fraction)
-
-    def _on_binding(self, change: builder.Event) -> list[builder.Request]:
-        event, obj, old = change.type, change.obj, change.old
-        meta_ = obj.get("metadata") or {}
-        key = builder.Request.of(obj)
-        wanted = frozenset(decision.targets(obj)) if event != "DELETED" else frozenset()
-        had = self.targets.get(key, frozenset())
-        for name in had - wanted:
-            keys = self.on_cluster.get(name)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self.on_cluster[name]
-        for name in wanted - had:
-            self.on_cluster.setdefault(name, set()).add(key)
-        if wanted:
-            self.targets[key] = wanted
-        else:
-            self.targets.pop(key, None)
-        if event == "MODIFIED" and old is not None and obj.get("spec") == old.get("spec") \
-                and _placement_marks(obj) == _placement_marks(old) \
-                and meta_.get("deletionTimestamp") == (old.get("metadata") or {}).get(
-                    "deletionTimestamp"):
-            return []  # a status write
+    def _on_binding(self, event: builder.Event) -> list[builder.Request]:
+        key = builder.Request.of(event.obj)
         tainted = any(decision.no_execute_taints(self.clusters.store.get(name))
-                      for name in wanted)
+                      for name in self.on_cluster.of(key))
         return [key] if tainted or key in self.due else []
 
     # --- decisions ------------------------------------------------------------
-
-    def _binding(self, key: builder.Request) -> tuple[resources.Resource, dict[str, Any] | None]:
-        ref = vocabulary.BindingRef.at(key.namespace, key.name)
-        if ref.cluster_scoped:
-            return resources.CLUSTER_RESOURCE_BINDINGS, self.cluster_bindings.store.get(ref.name)
-        return (resources.RESOURCE_BINDINGS,
-                self.bindings.store.get(f"{ref.namespace}/{ref.name}"))
 
     def _forget(self, key: builder.Request) -> None:
         if self.due.pop(key, None) is not None:
@@ -264,15 +258,14 @@ class TaintManager(manager.Controller):
         if key.kind == CLUSTER_KIND:
             await self._write_guard_condition(key.name)
             return None
-        _, binding = self._binding(key)
+        binding = self.bindings.get(key)
         if binding is None:
             self._forget(key)
             return None
         now = self.clock.now()
         found = decision.plan(binding, self.clusters.store, now)
         if found.due:
-            wait = decision.hold(found.due, self.unready_since, self.window,
-                                 self.clock.monotonic())
+            wait = self.guard.hold(found.due)
             if wait > 0:  # the rest of an outage may not have been counted yet
                 return reconcile.Result(requeue_after=wait)
             if key not in self.due:
@@ -291,11 +284,12 @@ class TaintManager(manager.Controller):
         """One binding's due evictions, in one write, when the pacer allows."""
         if key not in self.due:
             return
-        await self.pacer.acquire()
+        await self.guard.pacer.acquire()
         since = self.due.get(key)
         if since is None:
             return  # no longer due while waiting
-        resource, binding = self._binding(key)
+        resource = binding_io.resource_of(vocabulary.BindingRef.at(key.namespace, key.name))
+        binding = self.bindings.get(key)
         for attempt in range(CONFLICT_ATTEMPTS):
             if binding is None:
                 self._forget(key)
@@ -352,7 +346,7 @@ class TaintManager(manager.Controller):
         writer = self.controller.writer(resources.CLUSTERS)
         if obj is None or not writer.writable:
             return
-        found = decision.guard_condition(obj, self.guard, self.options.secondary_rate)
+        found = decision.guard_condition(obj, self.guard.state, self.options.secondary_rate)
         if found is None:
             return
         wanted = meta.Condition(type=decision.CONDITION, status=meta.ConditionStatus(found.status),
@@ -380,9 +374,10 @@ def _with_kind(obj: Mapping[str, Any], resource: resources.Resource) -> dict[str
     return {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
 
 
-def _placement_marks(obj: Mapping[str, Any]) -> Any:
+def _evicts_by(obj: informer.Object) -> Any:
+    """What an eviction depends on: the spec, the deletion mark, the applied placement."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(decision.APPLIED_PLACEMENT)
+    return builder.spec_and_deletion(obj), annotations.get(decision.APPLIED_PLACEMENT)
 
 
 def _shows_guard(obj: Mapping[str, Any]) -> bool:

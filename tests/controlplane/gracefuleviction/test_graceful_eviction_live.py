@@ -235,7 +235,7 @@ async def test_a_stale_view_never_drops_a_task_another_writer_added(
         key = f"{ns}/web-deployment"
 
         async def cached_version(version: str) -> dict[str, Any] | None:
-            found = part.bindings.store.get(key)
+            found = part.bindings.namespaced.store.get(key)
             return found if found and found["metadata"]["resourceVersion"] == version \
                 else None
         live = await api.get(resources.RESOURCE_BINDINGS, "web-deployment", namespace=ns)
@@ -250,7 +250,7 @@ async def test_a_stale_view_never_drops_a_task_another_writer_added(
         newer = await api.update(resources.RESOURCE_BINDINGS, live)
         await waiting.eventually(lambda: cached_version(newer["metadata"]["resourceVersion"]))
         stale["spec"]["gracefulEvictionTasks"] = [{**held, "suppressDeletion": False}]
-        part.bindings.store[key] = stale
+        part.bindings.namespaced.store[key] = stale
         await part.reconcile_binding(builder.Request(ns, "web-deployment"))
 
         found = await tasks_of(api, "web-deployment", ns)

@@ -139,6 +139,56 @@ class Bindings:
             yield from list(cache.store.values())
 
 
+class Templates:
+    """Templates by kind: one shared cache per kind, the kind resolved through discovery once.
+
+    The binding, binding-status and detector controllers each meet templates of
+    kinds known only at run time.  :meth:`get` asks discovery for a kind the first
+    time (:class:`discovery.NotServed` when the API server does not serve it) and
+    takes its cache from the term's shared informers; ``watch(api_version, kind,
+    cache)``, if given, is told of each new cache (a controller watching it).
+    """
+
+    def __init__(self, context: Context,
+                 watch: Callable[[str, str, informer.Informer], object] | None = None) -> None:
+        self.context = context
+        self._watch = watch
+        self.caches: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        """By (apiVersion, kind): the kind's resource and its cache."""
+
+    def known(self, api_version: str, kind: str
+              ) -> tuple[resources.Resource, informer.Informer] | None:
+        """The kind's resource and cache if :meth:`get` made them, else None."""
+        return self.caches.get((api_version, kind))
+
+    async def get(self, api_version: str, kind: str
+                  ) -> tuple[resources.Resource, informer.Informer]:
+        """The kind's resource and cache (made on first use; may raise NotServed)."""
+        found = self.caches.get((api_version, kind))
+        if found is None:
+            resource = await self.context.discovery.resource(api_version, kind)
+            cache = self.context.term.informers.informer(resource)
+            found = self.caches[(api_version, kind)] = (resource, cache)
+            if self._watch is not None:
+                self._watch(api_version, kind, cache)
+        return found
+
+
+def binding_of_work(work: informer.Object) -> builder.Request | None:
+    """The request of the binding a Work was made for (None: not a binding's Work)."""
+    ref = vocabulary.binding_of_work(work)
+    return None if ref is None else builder.Request(ref.namespace, ref.name)
+
+
+def work_index() -> builder.Index[str, builder.Request]:
+    """Works (``namespace/name``) by the binding they were made for: a Work watch's ``observe``.
+
+    :meth:`builder.Index.on` with a binding's request gives its Works.
+    """
+    return builder.Index(informer.key_of,
+                         lambda work: [r for r in (binding_of_work(work),) if r is not None])
+
+
 class MemberWorks:
     """Member objects -> the Works that made them, for a controller following the members.
 

@@ -89,12 +89,10 @@ class Detector(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        self.discovery = context.discovery
         self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
         self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.templates: dict[tuple[str, str], informer.Informer] = {}
-        """One informer per selected kind, by (apiVersion, kind)."""
-        self.resources: dict[tuple[str, str], resources.Resource] = {}
+        self.templates = manager.Templates(context, self._watch_templates)
+        """One informer per selected kind."""
         self.parsed = builder.Parsed(_parse, _policy_request)
         """Every cached policy by request (kind PP or CPP), parsed once per change here, not
         in every template's reconcile (None: malformed or deleting)."""
@@ -134,31 +132,28 @@ class Detector(manager.Controller):
 
     def _every_template(self) -> list[builder.Request]:
         return [template_request(api_version, kind, obj)
-                for (api_version, kind), cache in self.templates.items() if cache.synced
-                for obj in cache.store.values()]
+                for (api_version, kind), (_, cache) in self.templates.caches.items()
+                if cache.synced for obj in cache.store.values()]
+
+    def _watch_templates(self, api_version: str, kind: str, cache: informer.Informer) -> None:
+        self.controller.watch(cache, _templates(api_version, kind),
+                              builder.changed(binding.template_state))  # not a status write
 
     async def reconcile_kind(self, request: builder.Request) -> reconcile.Result | None:
         """Make sure the kind has a template informer; queue all of its templates."""
         api_version, kind = request.kind, request.name
-        cache = self.templates.get((api_version, kind))
-        if cache is None:
-            try:
-                resource = await self.discovery.resource(api_version, kind)
-            except discovery.NotServed:
-                log.warning("a policy selects %s %s, which this API server does not serve; "
-                            "asking again later", kind, api_version)
-                if (api_version, kind) not in self.unserved:
-                    self.unserved.add((api_version, kind))
-                    self._queue_policies_selecting(api_version, kind)  # their condition says so
-                return reconcile.Result(requeue_after=30.0)
-            if (api_version, kind) in self.unserved:
-                self.unserved.discard((api_version, kind))
-                self._queue_policies_selecting(api_version, kind)
-            cache = self.term.informers.informer(resource)
-            self.resources[(api_version, kind)] = resource
-            self.templates[(api_version, kind)] = cache
-            self.controller.watch(cache, _templates(api_version, kind),
-                                  builder.changed(binding.template_state))  # not a status write
+        try:
+            _, cache = await self.templates.get(api_version, kind)
+        except discovery.NotServed:
+            log.warning("a policy selects %s %s, which this API server does not serve; "
+                        "asking again later", kind, api_version)
+            if (api_version, kind) not in self.unserved:
+                self.unserved.add((api_version, kind))
+                self._queue_policies_selecting(api_version, kind)  # their condition says so
+            return reconcile.Result(requeue_after=30.0)
+        if (api_version, kind) in self.unserved:  # served now
+            self.unserved.discard((api_version, kind))
+            self._queue_policies_selecting(api_version, kind)
         if not cache.synced:
             if cache.loading_for() < SYNC_TIMEOUT:
                 return reconcile.Result(requeue_after=SYNC_POLL)
@@ -187,10 +182,10 @@ class Detector(manager.Controller):
     async def reconcile_template(self, request: builder.Request) -> reconcile.Result | None:
         """Claim and bind one template (or remove its binding when it is gone)."""
         key = TemplateKey.of(request)
-        cache = self.templates.get((key.api_version, key.kind))
-        resource = self.resources.get((key.api_version, key.kind))
-        if cache is None or resource is None:
+        found = self.templates.known(key.api_version, key.kind)
+        if found is None:
             return None  # its kind is no longer selected: nothing is watched for it
+        resource, cache = found
         store_key = f"{key.namespace}/{key.name}" if key.namespace else key.name
         obj = cache.store.get(store_key)
         if obj is not None:
@@ -232,7 +227,7 @@ class Detector(manager.Controller):
         claimed = [
             f"{template['kind']} {template['metadata'].get('namespace') or ''}/"
             f"{template['metadata']['name']}".replace(" /", " ")
-            for (api_version, template_kind), templates in self.templates.items()
+            for (api_version, template_kind), (_, templates) in self.templates.caches.items()
             for template in (_with_kind(t, api_version, template_kind)
                              for t in templates.store.values())
             if decision.claim_of(template) == wanted]

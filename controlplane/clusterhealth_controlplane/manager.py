@@ -113,30 +113,46 @@ class Context:
             self._members = None
 
 
-class Bindings:
-    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one.
+class Twins:
+    """The caches of a namespaced kind and its cluster-scoped twin, followed as one.
 
     Most controllers treat the two kinds alike: they watch both caches with the
-    same declaration (:attr:`informers`, a tuple the builder takes) and look a
-    binding up in the cache its reference names (a reference with no namespace
-    is a ClusterResourceBinding's).
+    same declaration (:attr:`informers`, a tuple the builder takes) and look an
+    object up in the cache its reference names (a reference with no namespace
+    is the cluster-scoped kind's).
     """
 
-    def __init__(self, term: runner.Term) -> None:
-        self.namespaced = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+    def __init__(self, term: runner.Term, namespaced: resources.Resource,
+                 cluster: resources.Resource) -> None:
+        self.namespaced = term.informers.informer(namespaced)
+        self.cluster = term.informers.informer(cluster)
         self.informers = (self.namespaced, self.cluster)
 
     def get(self, ref: vocabulary.BindingRef | builder.Request) -> dict[str, Any] | None:
-        """The cached binding ``ref`` names, or None."""
+        """The cached object ``ref`` names, or None."""
         if ref.namespace:
             return self.namespaced.store.get(f"{ref.namespace}/{ref.name}")
         return self.cluster.store.get(ref.name)
 
     def objects(self) -> Iterator[dict[str, Any]]:
-        """Every cached binding, the namespaced ones first."""
+        """Every cached object, the namespaced ones first."""
         for cache in self.informers:
             yield from list(cache.store.values())
+
+
+class Bindings(Twins):
+    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one."""
+
+    def __init__(self, term: runner.Term) -> None:
+        super().__init__(term, resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS)
+
+
+class Policies(Twins):
+    """Both propagation policy caches (PropagationPolicies, ClusterPropagationPolicies)."""
+
+    def __init__(self, term: runner.Term) -> None:
+        super().__init__(term, resources.PROPAGATION_POLICIES,
+                         resources.CLUSTER_PROPAGATION_POLICIES)
 
 
 class Templates:

@@ -89,8 +89,7 @@ class Detector(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.policies = manager.Policies(self.term)
         self.templates = manager.Templates(context, self._watch_templates)
         """One informer per selected kind."""
         self.parsed = builder.Parsed(_parse, _policy_request)
@@ -111,12 +110,12 @@ class Detector(manager.Controller):
             .complete(self.reconcile_template))
         self.kinds = (
             builder.Builder(f"{CONTROLLER}-kinds", self.term, workers=1)
-            .watches((self.policies, self.cluster_policies), _selected, builder.SPEC,
+            .watches(self.policies.informers, _selected, builder.SPEC,
                      observe=self.parsed.observe)
             .complete(self.reconcile_kind))
         self.policy_status = (
             builder.Builder(f"{CONTROLLER}-policies", self.term, workers=1)
-            .watches((self.policies, self.cluster_policies), _itself, builder.not_deleted,
+            .watches(self.policies.informers, _itself, builder.not_deleted,
                      builder.SPEC, delay=POLICY_STATUS_DELAY)
             .status((resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES),
                     FIELD_MANAGER, frozenset({"conditions"}),
@@ -212,8 +211,7 @@ class Detector(manager.Controller):
     async def reconcile_policy(self, key: builder.Request) -> reconcile.Result | None:
         """Write a policy's ``ResourcesSelected`` condition: what it claims, or why nothing."""
         kind, namespace, name = key.kind, key.namespace, key.name
-        cache = self.policies if kind == decision.PP else self.cluster_policies
-        obj = cache.store.get(f"{namespace}/{name}" if namespace else name)
+        obj = self.policies.get(key)
         writer = self.policy_status.writer(resources.PROPAGATION_POLICIES if kind == decision.PP
                                            else resources.CLUSTER_PROPAGATION_POLICIES)
         if obj is None or not writer.writable:

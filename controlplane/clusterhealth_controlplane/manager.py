@@ -113,30 +113,96 @@ class Context:
             self._members = None
 
 
-class Bindings:
-    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one.
+class Twins:
+    """The caches of a namespaced kind and its cluster-scoped twin, followed as one.
 
     Most controllers treat the two kinds alike: they watch both caches with the
-    same declaration (:attr:`informers`, a tuple the builder takes) and look a
-    binding up in the cache its reference names (a reference with no namespace
-    is a ClusterResourceBinding's).
+    same declaration (:attr:`informers`, a tuple the builder takes) and look an
+    object up in the cache its reference names (a reference with no namespace
+    is the cluster-scoped kind's).
     """
 
-    def __init__(self, term: runner.Term) -> None:
-        self.namespaced = term.informers.informer(resources.RESOURCE_BINDINGS)
-        self.cluster = term.informers.informer(resources.CLUSTER_RESOURCE_BINDINGS)
+    def __init__(self, term: runner.Term, namespaced: resources.Resource,
+                 cluster: resources.Resource) -> None:
+        self.namespaced = term.informers.informer(namespaced)
+        self.cluster = term.informers.informer(cluster)
         self.informers = (self.namespaced, self.cluster)
 
     def get(self, ref: vocabulary.BindingRef | builder.Request) -> dict[str, Any] | None:
-        """The cached binding ``ref`` names, or None."""
+        """The cached object ``ref`` names, or None."""
         if ref.namespace:
             return self.namespaced.store.get(f"{ref.namespace}/{ref.name}")
         return self.cluster.store.get(ref.name)
 
     def objects(self) -> Iterator[dict[str, Any]]:
-        """Every cached binding, the namespaced ones first."""
+        """Every cached object, the namespaced ones first."""
         for cache in self.informers:
             yield from list(cache.store.values())
+
+
+class Bindings(Twins):
+    """Both binding caches (ResourceBindings, ClusterResourceBindings), followed as one."""
+
+    def __init__(self, term: runner.Term) -> None:
+        super().__init__(term, resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS)
+
+
+class Policies(Twins):
+    """Both propagation policy caches (PropagationPolicies, ClusterPropagationPolicies)."""
+
+    def __init__(self, term: runner.Term) -> None:
+        super().__init__(term, resources.PROPAGATION_POLICIES,
+                         resources.CLUSTER_PROPAGATION_POLICIES)
+
+
+class Templates:
+    """Templates by kind: one shared cache per kind, the kind resolved through discovery once.
+
+    The binding, binding-status and detector controllers each meet templates of
+    kinds known only at run time.  :meth:`get` asks discovery for a kind the first
+    time (:class:`discovery.NotServed` when the API server does not serve it) and
+    takes its cache from the term's shared informers; ``watch(api_version, kind,
+    cache)``, if given, is told of each new cache (a controller watching it).
+    """
+
+    def __init__(self, context: Context,
+                 watch: Callable[[str, str, informer.Informer], object] | None = None) -> None:
+        self.context = context
+        self._watch = watch
+        self.caches: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        """By (apiVersion, kind): the kind's resource and its cache."""
+
+    def known(self, api_version: str, kind: str
+              ) -> tuple[resources.Resource, informer.Informer] | None:
+        """The kind's resource and cache if :meth:`get` made them, else None."""
+        return self.caches.get((api_version, kind))
+
+    async def get(self, api_version: str, kind: str
+                  ) -> tuple[resources.Resource, informer.Informer]:
+        """The kind's resource and cache (made on first use; may raise NotServed)."""
+        found = self.caches.get((api_version, kind))
+        if found is None:
+            resource = await self.context.discovery.resource(api_version, kind)
+            cache = self.context.term.informers.informer(resource)
+            found = self.caches[(api_version, kind)] = (resource, cache)
+            if self._watch is not None:
+                self._watch(api_version, kind, cache)
+        return found
+
+
+def binding_of_work(work: informer.Object) -> builder.Request | None:
+    """The request of the binding a Work was made for (None: not a binding's Work)."""
+    ref = vocabulary.binding_of_work(work)
+    return None if ref is None else builder.Request(ref.namespace, ref.name)
+
+
+def work_index() -> builder.Index[str, builder.Request]:
+    """Works (``namespace/name``) by the binding they were made for: a Work watch's ``observe``.
+
+    :meth:`builder.Index.on` with a binding's request gives its Works.
+    """
+    return builder.Index(informer.key_of,
+                         lambda work: [r for r in (binding_of_work(work),) if r is not None])
 
 
 class MemberWorks:

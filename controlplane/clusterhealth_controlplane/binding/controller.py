@@ -48,16 +48,15 @@ class BindingController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        self.discovery = context.discovery
-        self.index = decision.WorkIndex()
-        self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        self.index = manager.work_index()
+        self.templates = manager.Templates(context, self._watch_template)
         self.writer = workwriter.WorkWriter(self.api, self.works, FIELD_MANAGER)
         self.credentials_namespace = context.secret_namespace
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.changed(builder.spec_and_deletion))  # not status
-            .owns(self.works, _binding_of, builder.changed(_work_carried),
-                  observe=lambda e: self.index.update(e.type, e.obj))
+            .owns(self.works, manager.binding_of_work, builder.changed(_work_carried),
+                  observe=self.index.observe)
             .complete(self.reconcile_binding))
 
     def _to_binding(self, kind: str, event: builder.Event) -> list[builder.Request]:
@@ -67,26 +66,16 @@ class BindingController(manager.Controller):
 
     # --- reconcile ----------------------------------------------------------
 
-    async def _template_cache(self, api_version: str, kind: str
-                              ) -> tuple[resources.Resource, informer.Informer] | None:
-        found = self.templates.get((api_version, kind))
-        if found is None:
-            try:
-                resource = await self.discovery.resource(api_version, kind)
-            except discovery.NotServed:
-                return None
-            cache = self.term.informers.informer(resource)
-            self.controller.watch(cache, lambda event: self._to_binding(kind, event),
-                                  builder.changed(decision.template_state))
-            found = self.templates[(api_version, kind)] = (resource, cache)
-        return found
+    def _watch_template(self, api_version: str, kind: str, cache: informer.Informer) -> None:
+        self.controller.watch(cache, lambda event: self._to_binding(kind, event),
+                              builder.changed(decision.template_state))
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Make the binding's Works what its spec and template ask for."""
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
         key = request.key
         binding = self.bindings.get(ref)
-        existing = [w for w in (self.works.store.get(k) for k in self.index.works(ref))
+        existing = [w for w in (self.works.store.get(k) for k in sorted(self.index.on(request)))
                     if w is not None]
         if binding is None or (binding.get("metadata") or {}).get("deletionTimestamp"):
             await self._delete(decision.orphans(None, existing, ()))
@@ -99,9 +88,10 @@ class BindingController(manager.Controller):
                                       refused.message)
             return None
         reference = (binding.get("spec") or {}).get("resource") or {}
-        cached = await self._template_cache(str(reference.get("apiVersion")),
-                                            str(reference.get("kind")))
-        if cached is None:
+        try:
+            cached = await self.templates.get(str(reference.get("apiVersion")),
+                                              str(reference.get("kind")))
+        except discovery.NotServed:
             log.warning("binding %s: the control plane does not serve %s %s; asking again later",
                         key, reference.get("kind"), reference.get("apiVersion"))
             return reconcile.Result(requeue_after=30.0)
@@ -131,11 +121,6 @@ class BindingController(manager.Controller):
     async def _delete(self, works: list[Any]) -> None:
         for work in works:
             await self.writer.delete(work)
-
-
-def _binding_of(work: dict[str, Any]) -> builder.Request | None:
-    ref = vocabulary.binding_of_work(work)
-    return None if ref is None else builder.Request(ref.namespace, ref.name)
 
 
 def _work_carried(work: dict[str, Any]) -> Any:

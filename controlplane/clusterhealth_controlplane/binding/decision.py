@@ -313,28 +313,3 @@ def orphans(binding: Mapping[str, Any] | None, existing: Iterable[Mapping[str, A
             continue
         found.append(work)
     return found
-
-
-class WorkIndex:
-    """Works by the binding they belong to, kept up to date from a Work informer's events."""
-
-    def __init__(self) -> None:
-        self._of: dict[str, set[str]] = {}
-        self._binding: dict[str, str] = {}
-
-    def update(self, event: str, work: Mapping[str, Any]) -> vocabulary.BindingRef | None:
-        """Fold one Work event in; return the binding it concerns (if any)."""
-        meta = work.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        ref = vocabulary.binding_of_work(work)
-        before = self._binding.pop(key, None)
-        if before is not None:
-            self._of.get(before, set()).discard(key)
-        if ref is not None and event != "DELETED":
-            self._binding[key] = ref.key
-            self._of.setdefault(ref.key, set()).add(key)
-        return ref
-
-    def works(self, ref: vocabulary.BindingRef) -> list[str]:
-        """The Work keys (``namespace/name``) of a binding."""
-        return sorted(self._of.get(ref.key, ()))

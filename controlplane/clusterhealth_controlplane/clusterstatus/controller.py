@@ -12,7 +12,7 @@
   :func:`.decision.unknown` (grace period).  While Ready: ``/version``,
   aggregated discovery (two requests; the legacy per-group documents on
   servers without it), and the node and resource summaries from this
-  controller's own watches on the member's Nodes and unfinished Pods, each
+  controller's own watches (:mod:`.caches`) on the member's Nodes and unfinished Pods, each
   cut down by a transform to what the summaries need (a Pod is its node, its
   phase and its effective request), so nothing is listed again every 10 s.
 * Pull clusters: only the heartbeat is watched (see :mod:`.decision`); the
@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, options
-from clusterhealth_controlplane.clusterstatus import decision
+from clusterhealth_controlplane.clusterstatus import caches, decision
 from clusterhealth_core import builder, members, reconcile, retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
@@ -57,16 +56,7 @@ LEASE_FIELDS = informer.keep_fields("spec.renewTime")
 ONE_ATTEMPT = retry.Backoff(attempts=1)
 DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                     "application/json")
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 READY_STATUSES = (decision.TRUE, decision.FALSE, decision.UNKNOWN)
-
-
-@dataclasses.dataclass
-class _MemberCaches:
-    api: kube.ApiClient
-    factory: informer.InformerFactory
-    nodes: informer.Informer
-    pods: informer.Informer
 
 
 class ClusterStatusController(manager.Controller):
@@ -79,7 +69,7 @@ class ClusterStatusController(manager.Controller):
         self.leases = self.term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}
-        self.caches: dict[str, _MemberCaches] = {}
+        self.caches = caches.MemberCaches(self.term.clock, self.health.probe_timeout)
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=max(context.workers, PROBE_WORKERS))
             # a status write (ours or another's) is left to the periodic probe
@@ -90,18 +80,11 @@ class ClusterStatusController(manager.Controller):
                     frozenset(decision.OWN_CONDITIONS))
             .status(resources.CLUSTERS, MONITOR_FIELD_MANAGER, frozenset({"conditions"}),
                     frozenset({decision.READY}))
+            .on_stop(self.caches.close)
             .complete(self.reconcile_cluster))
         # a replaced client: probe now, so the Node and Pod watches move to the new one and the
         # old one is closed (instead of at the next periodic probe)
         self.pool.add_listener(lambda name: self.controller.enqueue(builder.Request("", name)))
-
-    async def run(self) -> None:
-        """Reconcile until cancelled."""
-        try:
-            await self.controller.run()
-        finally:
-            for name in list(self.caches):
-                await self._stop_caches(name)
 
     # --- reconcile ----------------------------------------------------------
 
@@ -203,10 +186,10 @@ class ClusterStatusController(manager.Controller):
             decision.COMPLETE_API_ENABLEMENTS, decision.api_condition(enablements, partial),
             decision.find((cluster.get("status") or {}).get("conditions") or [],
                           decision.COMPLETE_API_ENABLEMENTS), self.term.clock.now())]
-        caches = await self._caches(name, api)
-        if caches is not None:
-            nodes = list(caches.nodes.store.values())
-            pods = list(caches.pods.store.values())
+        member = await self.caches.get(name, api)
+        if member is not None:
+            nodes = list(member.nodes.store.values())
+            pods = list(member.pods.store.values())
             found["nodeSummary"] = decision.node_summary(nodes)
             found["resourceSummary"] = decision.resource_summary(nodes, pods)
         return found
@@ -237,35 +220,6 @@ class ClusterStatusController(manager.Controller):
                 log.warning("cluster %s: discovery of %s failed: %s", name, group_version, exc)
                 partial = True
         return sorted(listed, key=lambda e: str(e["groupVersion"])), partial
-
-    async def _caches(self, name: str, api: kube.ApiClient) -> _MemberCaches | None:
-        """The member's Node and Pod caches (made on first use, remade on a new client)."""
-        caches = self.caches.get(name)
-        if caches is not None and caches.api is not api:
-            log.info("member %s: new client, restarting the Node and Pod watches", name)
-            await self._stop_caches(name)
-            caches = None
-        if caches is None:
-            factory = informer.InformerFactory(api, clock=self.term.clock)
-            nodes = factory.informer(resources.NODES, transform=decision.node_fields)
-            pods = factory.informer(resources.PODS, field_selector=LIVE_PODS,
-                                    transform=decision.pod_fields)
-            factory.start()
-            caches = self.caches[name] = _MemberCaches(api, factory, nodes, pods)
-        if not (caches.nodes.synced and caches.pods.synced):
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.health.probe_timeout):
-                    await caches.factory.wait_synced()
-        if not (caches.nodes.synced and caches.pods.synced):
-            log.warning("member %s: Node and Pod caches not loaded yet; summaries next time",
-                        name)
-            return None
-        return caches
-
-    async def _stop_caches(self, name: str) -> None:
-        caches = self.caches.pop(name, None)
-        if caches is not None:
-            await caches.factory.stop()
 
     # --- writes, events, metrics --------------------------------------------
 
@@ -312,7 +266,7 @@ class ClusterStatusController(manager.Controller):
 
     async def _forget(self, name: str) -> None:
         self.memory.pop(name, None)
-        await self._stop_caches(name)
+        await self.caches.stop(name)
         for value in READY_STATUSES:
             with contextlib.suppress(KeyError):
                 self.metrics.cluster_ready.remove(name, value)

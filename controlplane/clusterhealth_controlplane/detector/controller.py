@@ -3,7 +3,8 @@
 * Policies (PropagationPolicy, ClusterPropagationPolicy) are cached by
   shared informers.  The kinds the policies select are resolved
   through discovery and get an informer each, started when a policy first
-  names them (a kind no API serves is logged and tried again later).
+  names them (a kind no API serves is logged and tried again later;
+  :mod:`.selected`).
 * Three queues, declared with the core's builder: ``detector-kinds`` (a
   request per selected kind, from the policies' selectors),
   ``detector-policies`` (a policy's ``ResourcesSelected`` condition, a
@@ -28,11 +29,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
-from clusterhealth_controlplane.binding import decision as binding
-from clusterhealth_controlplane.detector import decision
+from clusterhealth_controlplane.detector import decision, selected
 from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.api import meta, policy
-from clusterhealth_core.kube import discovery, errors, informer, resources
+from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
 
@@ -42,46 +42,6 @@ POLICY_STATUS_DELAY = 1.0
 """Seconds a policy's condition waits for more claims to move (coalesced)."""
 MANAGED_BY = "clusterhealth.io/managed-by"
 """Label on the bindings the detector made (it deletes only those)."""
-SYNC_POLL = 0.5
-"""Seconds between looks at a newly selected kind's cache while it loads (the kinds worker
-never waits for one: a kind it may not read never loads, and must not hold up the others)."""
-SYNC_TIMEOUT = 10.0
-"""A selected kind whose cache has not loaded after this long is reported unreadable."""
-UNREADABLE_RETRY = 30.0
-"""Seconds between looks at a kind reported unreadable."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TemplateKey:
-    """One resource template: its apiVersion, kind, namespace (or "") and name."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-
-    @property
-    def request(self) -> builder.Request:
-        """Its request: the kind as ``Kind.apiVersion`` (kinds have no dot)."""
-        return builder.Request(self.namespace, self.name, f"{self.kind}.{self.api_version}")
-
-    @classmethod
-    def of(cls, request: builder.Request) -> TemplateKey:
-        """The inverse of :attr:`request`."""
-        kind, _, api_version = request.kind.partition(".")
-        return cls(api_version, kind, request.namespace, request.name)
-
-
-def template_request(api_version: str, kind: str, obj: Mapping[str, Any]) -> builder.Request:
-    """The request of a template of a kind."""
-    meta_ = obj.get("metadata") or {}
-    return TemplateKey(api_version, kind, str(meta_.get("namespace") or ""),
-                       str(meta_["name"])).request
-
-
-def _templates(api_version: str, kind: str) -> builder.MapFunc:
-    """The map of a template cache: each template is its request."""
-    return lambda event: (template_request(api_version, kind, event.obj),)
 
 
 class Detector(manager.Controller):
@@ -89,36 +49,30 @@ class Detector(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        self.discovery = context.discovery
-        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
-        self.templates: dict[tuple[str, str], informer.Informer] = {}
-        """One informer per selected kind, by (apiVersion, kind)."""
-        self.resources: dict[tuple[str, str], resources.Resource] = {}
+        self.policies = manager.Policies(self.term)
+        self.selected = selected.SelectedKinds(context, lambda: self.controller,
+                                               self._queue_policies_selecting)
+        """The kinds the policies select, with their template caches."""
         self.parsed = builder.Parsed(_parse, _policy_request)
         """Every cached policy by request (kind PP or CPP), parsed once per change here, not
         in every template's reconcile (None: malformed or deleting)."""
-        self.unserved: set[tuple[str, str]] = set()
-        """Selected kinds this API server did not serve when last asked."""
-        self.unreadable: dict[tuple[str, str], str] = {}
-        """Selected kinds whose cache has not loaded, with the informer's last error."""
         # The template caches are not waited for (nor part of ``synced``): a kind a policy
         # selects may be one the controller manager cannot read, whose cache never loads;
         # the policy says so (decision.REASON_UNREADABLE), and the process stays ready.
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .channel()  # and the template caches, watched once a policy selects their kind
-            .resync(context.resync_period, self._every_template)
+            .resync(context.resync_period, self.selected.every_template)
             .on_terminal(self._terminal)
             .complete(self.reconcile_template))
         self.kinds = (
             builder.Builder(f"{CONTROLLER}-kinds", self.term, workers=1)
-            .watches((self.policies, self.cluster_policies), _selected, builder.SPEC,
+            .watches(self.policies.informers, _selected, builder.SPEC,
                      observe=self.parsed.observe)
-            .complete(self.reconcile_kind))
+            .complete(self.selected.reconcile))
         self.policy_status = (
             builder.Builder(f"{CONTROLLER}-policies", self.term, workers=1)
-            .watches((self.policies, self.cluster_policies), _itself, builder.not_deleted,
+            .watches(self.policies.informers, _itself, builder.not_deleted,
                      builder.SPEC, delay=POLICY_STATUS_DELAY)
             .status((resources.PROPAGATION_POLICIES, resources.CLUSTER_PROPAGATION_POLICIES),
                     FIELD_MANAGER, frozenset({"conditions"}),
@@ -132,50 +86,6 @@ class Detector(manager.Controller):
         """Every cached policy that parses (a malformed one is logged, not used)."""
         return self.parsed.values()
 
-    def _every_template(self) -> list[builder.Request]:
-        return [template_request(api_version, kind, obj)
-                for (api_version, kind), cache in self.templates.items() if cache.synced
-                for obj in cache.store.values()]
-
-    async def reconcile_kind(self, request: builder.Request) -> reconcile.Result | None:
-        """Make sure the kind has a template informer; queue all of its templates."""
-        api_version, kind = request.kind, request.name
-        cache = self.templates.get((api_version, kind))
-        if cache is None:
-            try:
-                resource = await self.discovery.resource(api_version, kind)
-            except discovery.NotServed:
-                log.warning("a policy selects %s %s, which this API server does not serve; "
-                            "asking again later", kind, api_version)
-                if (api_version, kind) not in self.unserved:
-                    self.unserved.add((api_version, kind))
-                    self._queue_policies_selecting(api_version, kind)  # their condition says so
-                return reconcile.Result(requeue_after=30.0)
-            if (api_version, kind) in self.unserved:
-                self.unserved.discard((api_version, kind))
-                self._queue_policies_selecting(api_version, kind)
-            cache = self.term.informers.informer(resource)
-            self.resources[(api_version, kind)] = resource
-            self.templates[(api_version, kind)] = cache
-            self.controller.watch(cache, _templates(api_version, kind),
-                                  builder.changed(binding.template_state))  # not a status write
-        if not cache.synced:
-            if cache.loading_for() < SYNC_TIMEOUT:
-                return reconcile.Result(requeue_after=SYNC_POLL)
-            why = cache.last_error or f"its list has not loaded in {SYNC_TIMEOUT:.0f}s"
-            if self.unreadable.get((api_version, kind)) != why:
-                log.warning("a policy selects %s %s, which cannot be listed (%s); its "
-                            "templates are not propagated until it can", kind, api_version, why)
-                self.unreadable[(api_version, kind)] = why
-                self._queue_policies_selecting(api_version, kind)
-            return reconcile.Result(requeue_after=UNREADABLE_RETRY)
-        if self.unreadable.pop((api_version, kind), None) is not None:
-            log.info("%s %s can be listed now", kind, api_version)
-            self._queue_policies_selecting(api_version, kind)
-        for obj in cache.store.values():
-            self.controller.enqueue(template_request(api_version, kind, obj))
-        return None
-
     def _queue_policies_selecting(self, api_version: str, kind: str) -> None:
         for candidate in self.parsed_policies():
             if any((s.api_version, s.kind) == (api_version, kind)
@@ -186,11 +96,11 @@ class Detector(manager.Controller):
 
     async def reconcile_template(self, request: builder.Request) -> reconcile.Result | None:
         """Claim and bind one template (or remove its binding when it is gone)."""
-        key = TemplateKey.of(request)
-        cache = self.templates.get((key.api_version, key.kind))
-        resource = self.resources.get((key.api_version, key.kind))
-        if cache is None or resource is None:
+        key = selected.TemplateKey.of(request)
+        found = self.selected.templates.known(key.api_version, key.kind)
+        if found is None:
             return None  # its kind is no longer selected: nothing is watched for it
+        resource, cache = found
         store_key = f"{key.namespace}/{key.name}" if key.namespace else key.name
         obj = cache.store.get(store_key)
         if obj is not None:
@@ -217,8 +127,7 @@ class Detector(manager.Controller):
     async def reconcile_policy(self, key: builder.Request) -> reconcile.Result | None:
         """Write a policy's ``ResourcesSelected`` condition: what it claims, or why nothing."""
         kind, namespace, name = key.kind, key.namespace, key.name
-        cache = self.policies if kind == decision.PP else self.cluster_policies
-        obj = cache.store.get(f"{namespace}/{name}" if namespace else name)
+        obj = self.policies.get(key)
         writer = self.policy_status.writer(resources.PROPAGATION_POLICIES if kind == decision.PP
                                            else resources.CLUSTER_PROPAGATION_POLICIES)
         if obj is None or not writer.writable:
@@ -232,15 +141,16 @@ class Detector(manager.Controller):
         claimed = [
             f"{template['kind']} {template['metadata'].get('namespace') or ''}/"
             f"{template['metadata']['name']}".replace(" /", " ")
-            for (api_version, template_kind), templates in self.templates.items()
+            for (api_version, template_kind), (_, templates)
+            in self.selected.templates.caches.items()
             for template in (_with_kind(t, api_version, template_kind)
                              for t in templates.store.values())
             if decision.claim_of(template) == wanted]
         unserved = sorted({f"{s.kind} {s.api_version}" for s in candidate.spec.resource_selectors
-                           if (s.api_version, s.kind) in self.unserved})
-        unreadable = {f"{s.kind} {s.api_version}": self.unreadable[(s.api_version, s.kind)]
-                      for s in candidate.spec.resource_selectors
-                      if (s.api_version, s.kind) in self.unreadable}
+                           if (s.api_version, s.kind) in self.selected.unserved})
+        unreadable = {f"{s.kind} {s.api_version}": self.selected.unreadable[
+                          (s.api_version, s.kind)] for s in candidate.spec.resource_selectors
+                      if (s.api_version, s.kind) in self.selected.unreadable}
         ok, reason, message = decision.selection_verdict(candidate, claimed, unserved,
                                                          unreadable)
         now = self.term.clock.now().replace(microsecond=0)
@@ -296,7 +206,7 @@ class Detector(manager.Controller):
                                       "spec": decision.binding_spec(obj, chosen)},
                              field_manager=FIELD_MANAGER)
 
-    async def _delete_binding(self, key: TemplateKey) -> None:
+    async def _delete_binding(self, key: selected.TemplateKey) -> None:
         name = vocabulary.binding_name(key.kind, key.name)
         namespace = key.namespace or None
         target = (resources.RESOURCE_BINDINGS if key.namespace

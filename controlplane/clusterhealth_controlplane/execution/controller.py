@@ -9,7 +9,7 @@
   ``Applied=False`` and nothing applied), then applies each manifest by
   server-side apply as ``clusterhealth-execution`` with ``force`` (a hand
   edit of a field we apply is put back), creating the member's namespace
-  when missing, and writes the ``Applied`` condition.
+  when missing (:mod:`.namespaces`), and writes the ``Applied`` condition.
 * A Work being deleted: its member objects are deleted (those that are
   still the Work's) once the member is reachable; until then the finalizer
   stays and the reconcile comes back.  A Cluster that no longer exists has
@@ -26,11 +26,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
-from clusterhealth_controlplane.execution import decision
-from clusterhealth_controlplane.namespacesync import decision as namespacesync
+from clusterhealth_controlplane.execution import decision, namespaces
 from clusterhealth_core import builder, members, reconcile, status
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import discovery, errors, informer, resources
+from clusterhealth_core.kube import discovery, errors, resources
 
 log = logging.getLogger(__name__)
 
@@ -52,34 +51,24 @@ class ExecutionController(manager.Controller):
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
         self.objects: members.MemberKinds = context.member_objects
-        self.member_namespaces: dict[str, set[str]] = {}
-        """Per member, the namespaces known to exist there."""
-        self.namespace_sync: informer.Informer | None = None
-        """The control plane's Namespaces, when the namespace sync runs beside (it then makes
-        the member namespaces it propagates, with their labels)."""
-        self.skipped_namespaces = context.options.propagation.skipped_namespaces
+        self.namespaces = namespaces.MemberNamespaces(
+            context, self.works, lambda request: self.controller.enqueue(request))
         declared = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
             .watches(self.clusters, self._cluster_works, builder.changed(decision.ready),
-                     observe=self._forget_cluster))
-        if "namespaceSync" in context.controllers:
-            self.namespace_sync = self.term.informers.informer(resources.NAMESPACES)
-            declared.uses(self.namespace_sync)  # which member namespaces the sync makes
+                     observe=self.namespaces.observe))
+        if self.namespaces.sync is not None:
+            declared.uses(self.namespaces.sync)  # which member namespaces the sync makes
         self.controller = declared.complete(self.reconcile_work)
         self.member_works = manager.MemberWorks(
-            self.works, self.controller, decision.needs_reapply,
-            lambda cluster: self.member_namespaces.pop(cluster, None))
+            self.works, self.controller, decision.needs_reapply, self.namespaces.forget)
         self.objects.add_listener(self.member_works.listener)
 
     # --- events -------------------------------------------------------------
 
     def _cluster_works(self, event: builder.Event) -> list[builder.Request]:
         return self.member_works.of_cluster(str(event.obj["metadata"]["name"]))
-
-    def _forget_cluster(self, event: builder.Event) -> None:
-        if event.type == builder.DELETED:
-            self.member_namespaces.pop(str(event.obj["metadata"]["name"]), None)
 
     # --- reconcile ----------------------------------------------------------
 
@@ -165,7 +154,7 @@ class ExecutionController(manager.Controller):
         cluster_name = str(cluster["metadata"]["name"])
         obj_meta = manifest.get("metadata") or {}
         namespace = str(obj_meta.get("namespace") or "") if resource.namespaced else ""
-        if namespace and not await self._namespace_ready(cluster_name, api, namespace):
+        if namespace and not await self.namespaces.ready(cluster_name, api, namespace):
             await self._condition(dict(work), False, (
                 f"waiting for namespace {namespace} in cluster {cluster_name}: the namespace "
                 "sync creates it, with its labels, before anything is applied in it"))
@@ -196,41 +185,9 @@ class ExecutionController(manager.Controller):
             await api.apply(resource, body, field_manager=FIELD_MANAGER,
                             force=verdict is not decision.Verdict.CREATE)
         except errors.NotFound:
-            self.member_namespaces.get(cluster_name, set()).discard(namespace)
+            self.namespaces.gone(cluster_name, namespace)
             raise
         return None
-
-    async def _namespace_ready(self, cluster: str, api: kube.ApiClient, namespace: str) -> bool:
-        """Whether ``namespace`` exists in the member (made bare here unless the sync owns it).
-
-        With the namespace sync running, a namespace it propagates is created by its own
-        Work, with the control plane's labels (Pod Security admission among them): a
-        workload never lands in a bare namespace made ahead of it.
-        """
-        known = self.member_namespaces.setdefault(cluster, set())
-        if namespace in known:
-            return True
-        try:
-            await api.get(resources.NAMESPACES, namespace)
-        except errors.NotFound:
-            pass
-        else:
-            known.add(namespace)
-            return True
-        if self.namespace_sync is not None:
-            source = self.namespace_sync.store.get(namespace)
-            if source is not None and namespacesync.synced(source, self.skipped_namespaces):
-                work = self.works.store.get(f"{vocabulary.execution_namespace(cluster)}/"
-                                            f"{namespacesync.work_name(namespace)}")
-                if work is not None:
-                    self.controller.enqueue(builder.Request.of(work))
-                return False
-        with contextlib.suppress(errors.Conflict):
-            await api.create(resources.NAMESPACES, {"metadata": {
-                "name": namespace,
-                "annotations": {decision.CREATED_BY: decision.CREATED_BY_EXECUTION}}})
-        known.add(namespace)
-        return True
 
     async def _refuse(self, work: Mapping[str, Any], reason: str, message: str, *,
                       event_reason: str | None = None,

@@ -35,7 +35,7 @@ from clusterhealth_controlplane.scheduler import adapt, framework
 from clusterhealth_core import builder, reconcile
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.api import meta, policy
-from clusterhealth_core.kube import errors, informer, resources
+from clusterhealth_core.kube import errors, informer
 
 log = logging.getLogger(__name__)
 
@@ -148,14 +148,13 @@ class FailbackController(manager.Controller):
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
         self.window = context.options.failback.window
-        self.policies = self.term.informers.informer(resources.PROPAGATION_POLICIES)
-        self.cluster_policies = self.term.informers.informer(resources.CLUSTER_PROPAGATION_POLICIES)
+        self.policies = manager.Policies(self.term)
         self.healthy = HealthySince(self.term.clock)
         self.slots = Slots(context.options.failback.batch, self.bindings)
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .watches(self.bindings.informers, self._on_binding)
-            .watches((self.policies, self.cluster_policies), self._on_policy,
+            .watches(self.policies.informers, self._on_policy,
                      builder.changed(decision.opted_in))
             .watches(self.clusters, self._on_cluster, builder.changed(decision.healthy),
                      observe=self.healthy.observe)  # turned healthy or unhealthy
@@ -200,8 +199,8 @@ class FailbackController(manager.Controller):
             return None
         parts = key.split("/")
         if parts[0] == "PropagationPolicy":
-            return self.policies.store.get(f"{parts[1]}/{parts[2]}")
-        return self.cluster_policies.store.get(parts[1])
+            return self.policies.get(builder.Request(parts[1], parts[2]))
+        return self.policies.get(builder.Request("", parts[1]))
 
     def _states(self, obj: Mapping[str, Any]) -> dict[str, decision.ClusterState]:
         """The recorded (and newly evicted) clusters that exist, as :func:`decision.plan` needs."""

@@ -36,12 +36,11 @@ instead: one pending status per binding (the latest wins), written by a second s
 workers once the queue is empty; while it is not, those that have waited
 :attr:`ControllerSettings.status_delay` seconds are written by one worker at a time (never
 starved); so the writes that move workloads go first. Decisions read a binding's pending
-status as its live one.
+status as its live one. Those writes are :class:`~.statuswrites.StatusWrites`'.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import logging
@@ -56,6 +55,7 @@ from clusterhealth_controlplane.scheduler import (
     errors,
     framework,
     metrics,
+    statuswrites,
 )
 from clusterhealth_core import builder, reconcile, retry, runner, status
 from clusterhealth_core.api import meta, policy, work
@@ -78,13 +78,6 @@ UNSCHEDULABLE_BACKOFF = retry.Backoff(initial=1.0, factor=2.0, maximum=300.0, ji
                                       attempts=1_000_000)
 """Delay before an unschedulable binding is tried again, by attempt (a Cluster change
 retries at once)."""
-STATUS_RETRY = retry.Backoff(initial=0.1, factor=2.0, maximum=30.0, jitter=0.1,
-                             attempts=1_000_000)
-"""Delay before a deferred status write that failed is tried again, by attempt."""
-BACKLOG_STATUS_WRITERS = 1
-"""Deferred statuses written at once while placements wait (all workers once none do)."""
-STATUS_POLL = 0.02
-"""Seconds between two looks at the queue while deferred statuses wait for it to empty."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,19 +89,6 @@ class ControllerSettings:
     workers: int = 8
     status_delay: float = 5.0
     """Seconds a status write may be deferred behind a backlog of placements."""
-
-
-@dataclasses.dataclass
-class _Pending:
-    """A deferred status write: the latest wanted status, since when one has waited."""
-
-    kind: _Kind
-    name: str
-    namespace: str | None
-    desired: Mapping[str, Any]
-    since: float
-    attempts: int = 0
-    not_before: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,16 +254,17 @@ class Scheduler(builder.Declared):
         self.produced: dict[str, int] = {}
         """Key to the generation our own spec write produced (its update event is skipped)."""
         self.placements = Placements()
-        self.pending: dict[str, _Pending] = {}
-        """Deferred status writes by key, oldest first (see "Placement first")."""
-        self._writing: set[str] = set()
-        self._status_wake = asyncio.Event()
+        self.writes = statuswrites.StatusWrites(
+            CONTROLLER, self.clock, settings.workers, settings.status_delay,
+            queued=lambda: len(self.controller.queue), writer=lambda r: self.controller.writer(r))
+        """Status writes, deferred behind a backlog (see "Placement first")."""
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.bindings.informers, self._on_binding, observe=self.on_cluster.observe)
             .watches(resources.CLUSTERS, self._on_cluster)
             .status((RB.resource, CRB.resource), FIELD_MANAGER, STATUS_FIELDS,
                     frozenset({CONDITION_SCHEDULED}))
+            .beside(self.writes.run)
             .on_terminal(self._terminal)
             .complete(self.reconcile_binding))
 
@@ -295,7 +276,7 @@ class Scheduler(builder.Declared):
         if event.type == builder.DELETED:
             self.unschedulable.pop(key, None)
             self.produced.pop(key, None)
-            self.pending.pop(key, None)
+            self.writes.forget(key)
             return []
         if not is_ours(obj, self.settings.scheduler_name):
             return []
@@ -328,7 +309,7 @@ class Scheduler(builder.Declared):
         obj = self._object(key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             self.unschedulable.pop(key, None)
-            self.pending.pop(key, None)
+            self.writes.forget(key)
             return None
         if not is_ours(obj, self.settings.scheduler_name):
             return None
@@ -427,7 +408,7 @@ class Scheduler(builder.Declared):
             else:
                 self.produced.pop(key, None)
                 self.controller.enqueue(builder.Request.parse(key))
-        live = self._live(key, obj)
+        live = self.writes.live(key, obj)
         condition = scheduled_condition(result, generation, self._now())
         desired: dict[str, Any] = {
             "schedulerObservedGeneration": generation,
@@ -444,13 +425,13 @@ class Scheduler(builder.Declared):
         if up_to_date:
             return
         desired["lastScheduledTime"] = meta.format_time(self._now())
-        await self._write_status(key, kind, metadata, desired)
+        await self.writes.write(key, kind.resource, metadata, desired)
 
     async def _unschedulable(self, key: str, kind: _Kind, obj: Mapping[str, Any], binding: Binding,
                              result: algorithm.Unschedulable,
                              started: float) -> reconcile.Result | None:
         """``Scheduled=False`` and an Event; ``spec.clusters`` stays as it is."""
-        live = self._live(key, obj)
+        live = self.writes.live(key, obj)
         condition = scheduled_condition(result, binding.metadata.generation, self._now())
         desired: dict[str, Any] = {"conditions": [c.to_dict() for c in status.keep_transition_times(
             status.live_conditions({"status": live}), [condition])]}
@@ -465,7 +446,7 @@ class Scheduler(builder.Declared):
         self.recorder.record(obj, "Warning", "ScheduleBindingFailed", result.message)
         try:
             if _comparable(live.get("conditions")) != _comparable(desired["conditions"]):
-                await self._write_status(key, kind, binding.metadata, desired)
+                await self.writes.write(key, kind.resource, binding.metadata, desired)
         except kube_errors.NotFound:
             return None
         except Exception:
@@ -481,7 +462,7 @@ class Scheduler(builder.Declared):
     async def _observe_generation(self, key: str, kind: _Kind, obj: Mapping[str, Any],
                                   binding: Binding) -> None:
         """No reschedule needed: only bring ``schedulerObservedGeneration`` up to date."""
-        live = self._live(key, obj)
+        live = self.writes.live(key, obj)
         generation = binding.metadata.generation
         if live.get("schedulerObservedGeneration") == generation:
             return
@@ -502,80 +483,9 @@ class Scheduler(builder.Declared):
         desired["schedulerObservedGeneration"] = generation
         desired["conditions"] = [scheduled.to_dict()]
         try:
-            await self._write_status(key, kind, binding.metadata, desired)
+            await self.writes.write(key, kind.resource, binding.metadata, desired)
         except kube_errors.NotFound:
             return
-
-    def _live(self, key: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The binding's status as it will be: its deferred write if one waits, else live."""
-        pending = self.pending.get(key)
-        if pending is not None:
-            return {**(obj.get("status") or {}), **pending.desired}
-        return obj.get("status") or {}
-
-    async def _write_status(self, key: str, kind: _Kind, metadata: meta.ObjectMeta,
-                            desired: Mapping[str, Any]) -> None:
-        """Write now when nothing waits in the queue; else defer (see "Placement first")."""
-        namespace = metadata.namespace or None
-        pending = self.pending.get(key)
-        if pending is None and not len(self.controller.queue):
-            writer = self.controller.writer(kind.resource)
-            await writer.write(metadata.name, desired, namespace=namespace)
-            return
-        if pending is None:
-            self.pending[key] = _Pending(kind, metadata.name, namespace, desired,
-                                         since=self.clock.monotonic())
-        else:  # coalesced: the latest status wins, the wait is counted from the first
-            pending.desired = desired
-            pending.attempts = 0
-            pending.not_before = 0.0
-        self._status_wake.set()
-
-    def _next_status(self, now: float) -> str | None:
-        """The key of the deferred status to write now, if any may be written."""
-        backlog = bool(len(self.controller.queue))
-        if backlog and len(self._writing) >= BACKLOG_STATUS_WRITERS:
-            return None
-        for key, pending in self.pending.items():
-            if key in self._writing or pending.not_before > now:
-                continue
-            if backlog and now - pending.since < self.settings.status_delay:
-                return None  # the later ones have waited no longer
-            return key
-        return None
-
-    async def _status_worker(self) -> None:
-        """Write deferred statuses: when the queue is empty, or when they waited too long."""
-        while True:
-            if not self.pending:
-                self._status_wake.clear()
-                await self._status_wake.wait()
-                continue
-            key = self._next_status(self.clock.monotonic())
-            if key is None:
-                await self.clock.sleep(STATUS_POLL)
-                continue
-            pending = self.pending[key]
-            desired = pending.desired
-            self._writing.add(key)
-            try:
-                await self.controller.writer(pending.kind.resource).write(
-                    pending.name, desired, namespace=pending.namespace)
-            except asyncio.CancelledError:
-                raise
-            except kube_errors.NotFound:
-                pass  # deleted meanwhile: nothing to write
-            except Exception as exc:  # anything: keep it, retry with backoff
-                delay = STATUS_RETRY.delay(min(pending.attempts, 30))
-                pending.attempts += 1
-                pending.not_before = self.clock.monotonic() + delay
-                log.warning("writing the status of %s failed (%s); retry in %.2fs", key, exc,
-                            delay)
-                continue
-            finally:
-                self._writing.discard(key)
-            if self.pending.get(key) is pending and pending.desired is desired:
-                del self.pending[key]  # else a newer status came meanwhile: written next
 
     def _now(self) -> datetime.datetime:
         return self.clock.now().replace(microsecond=0)
@@ -584,12 +494,3 @@ class Scheduler(builder.Declared):
         obj = self._object(request.key)
         if obj is not None:
             self.recorder.record(obj, "Warning", exc.reason, exc.message)
-
-    # --- running ------------------------------------------------------------------------
-
-    async def run(self) -> None:
-        """The declared controller, and beside it the writers of deferred statuses."""
-        async with asyncio.TaskGroup() as group:
-            for index in range(self.settings.workers):
-                group.create_task(self._status_worker(), name=f"{CONTROLLER}-status-{index}")
-            await super().run()

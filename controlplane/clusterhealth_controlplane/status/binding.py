@@ -24,7 +24,7 @@ from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
 from clusterhealth_core import builder, reconcile
-from clusterhealth_core.kube import errors, informer, resources
+from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +44,17 @@ class BindingStatusController(manager.Controller):
 
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
-        self.discovery = context.discovery
-        self.index = binding.WorkIndex()
+        self.index = manager.work_index()
         self.credentials_namespace = context.secret_namespace
-        self.templates: dict[tuple[str, str], tuple[resources.Resource, informer.Informer]] = {}
+        self.templates = manager.Templates(context)
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
-            .watches(self.works, self._index_work)  # every Work event, status writes too
+            .owns(self.works, manager.binding_of_work,  # every Work event, status writes too
+                  observe=self.index.observe)
             .status((resources.RESOURCE_BINDINGS, resources.CLUSTER_RESOURCE_BINDINGS),
                     FIELD_MANAGER, STATUS_FIELDS, frozenset({decision.FULLY_APPLIED}))
             .complete(self.reconcile_binding))
-
-    def _index_work(self, event: builder.Event) -> list[builder.Request]:
-        ref = self.index.update(event.type, event.obj)
-        return [] if ref is None else [builder.Request(ref.namespace, ref.name)]
 
     async def reconcile_binding(self, request: builder.Request) -> reconcile.Result | None:
         """Aggregate the binding's Works into its status and its template's."""
@@ -67,7 +63,7 @@ class BindingStatusController(manager.Controller):
         if found is None or found["metadata"].get("deletionTimestamp"):
             return None
         works: dict[str, dict[str, Any]] = {}
-        for work_key in self.index.works(ref):
+        for work_key in sorted(self.index.on(request)):
             work = self.works.store.get(work_key)
             cluster = vocabulary.cluster_of(work_key.split("/", 1)[0])
             if work is not None and cluster and not work["metadata"].get("deletionTimestamp"):
@@ -105,12 +101,7 @@ class BindingStatusController(manager.Controller):
         if not decision.is_deployment(reference):
             return None
         api_version, kind = str(reference.get("apiVersion")), str(reference.get("kind"))
-        cached = self.templates.get((api_version, kind))
-        if cached is None:
-            resource = await self.discovery.resource(api_version, kind)
-            cached = self.templates[(api_version, kind)] = (
-                resource, self.term.informers.informer(resource))
-        resource, cache = cached
+        resource, cache = await self.templates.get(api_version, kind)
         if not cache.synced:  # loading, or not readable: look again, never wait here
             return reconcile.Result(requeue_after=SYNC_POLL if cache.loading_for() < SYNC_TIMEOUT
                                     else RETRY_UNREADABLE)

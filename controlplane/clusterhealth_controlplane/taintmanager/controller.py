@@ -40,6 +40,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import prometheus_client
+
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
 from clusterhealth_controlplane.taintmanager import decision
@@ -190,6 +192,33 @@ class StormGuard:
         self.metrics.unhealthy_fraction.set(self.state.fraction)
 
 
+class Due:
+    """The bindings whose eviction was found due, since when, until written (a gauge's depth).
+
+    ``clusterhealth_eviction_queue_depth`` follows how many there are.
+    """
+
+    def __init__(self, depth: prometheus_client.Gauge) -> None:
+        self.since: dict[builder.Request, float] = {}
+        """Binding key -> when (monotonic) its eviction was found due; until written."""
+        self.depth = depth
+        depth.set(0)
+
+    def __contains__(self, key: builder.Request) -> bool:
+        return key in self.since
+
+    def add(self, key: builder.Request, now: float) -> None:
+        """The binding's eviction is due (from ``now``, unless it already was)."""
+        if key not in self.since:
+            self.since[key] = now
+            self.depth.set(len(self.since))
+
+    def forget(self, key: builder.Request) -> None:
+        """The binding's eviction is written, or no longer due."""
+        if self.since.pop(key, None) is not None:
+            self.depth.set(len(self.since))
+
+
 class TaintManager(manager.Controller):
     """Bindings off NoExecute-tainted clusters; the storm guard on their pace."""
 
@@ -199,8 +228,7 @@ class TaintManager(manager.Controller):
         self.guard = StormGuard(context)
         self.on_cluster = builder.Index(builder.Request.of, decision.targets)
         """Cluster name -> the bindings targeting it."""
-        self.due: dict[builder.Request, float] = {}
-        """Binding key -> when (monotonic) its eviction was found due; until written."""
+        self.due = Due(self.metrics.eviction_queue_depth)
         self.controller = (
             builder.Builder(CONTROLLER, context.term, workers=context.workers)
             .watches(self.clusters, self._on_cluster)
@@ -214,7 +242,6 @@ class TaintManager(manager.Controller):
             builder.Builder(EVICTION_QUEUE, context.term, workers=self.options.workers)
             .channel().complete(self.reconcile_eviction))
         self.controllers = (self.controller, self.evictions)
-        self.metrics.eviction_queue_depth.set(0)
         for result in (RESULT_SUCCESS, RESULT_ERROR):
             self.metrics.evictions.labels(result, decision.EVICTION_REASON)
 
@@ -249,10 +276,6 @@ class TaintManager(manager.Controller):
 
     # --- decisions ------------------------------------------------------------
 
-    def _forget(self, key: builder.Request) -> None:
-        if self.due.pop(key, None) is not None:
-            self.metrics.eviction_queue_depth.set(len(self.due))
-
     async def reconcile(self, key: builder.Request) -> reconcile.Result | None:
         """A binding: due -> the eviction queue; later -> again at the deadline."""
         if key.kind == CLUSTER_KIND:
@@ -260,7 +283,7 @@ class TaintManager(manager.Controller):
             return None
         binding = self.bindings.get(key)
         if binding is None:
-            self._forget(key)
+            self.due.forget(key)
             return None
         now = self.clock.now()
         found = decision.plan(binding, self.clusters.store, now)
@@ -268,12 +291,10 @@ class TaintManager(manager.Controller):
             wait = self.guard.hold(found.due)
             if wait > 0:  # the rest of an outage may not have been counted yet
                 return reconcile.Result(requeue_after=wait)
-            if key not in self.due:
-                self.due[key] = self.clock.monotonic()
-                self.metrics.eviction_queue_depth.set(len(self.due))
+            self.due.add(key, self.clock.monotonic())
             self.evictions.enqueue(key)
         else:
-            self._forget(key)
+            self.due.forget(key)
         if found.next_at is not None:
             return reconcile.Result(requeue_after=max(0.0, (found.next_at - now).total_seconds()))
         return None
@@ -285,18 +306,18 @@ class TaintManager(manager.Controller):
         if key not in self.due:
             return
         await self.guard.pacer.acquire()
-        since = self.due.get(key)
+        since = self.due.since.get(key)
         if since is None:
             return  # no longer due while waiting
         resource = binding_io.resource_of(vocabulary.BindingRef.at(key.namespace, key.name))
         binding = self.bindings.get(key)
         for attempt in range(CONFLICT_ATTEMPTS):
             if binding is None:
-                self._forget(key)
+                self.due.forget(key)
                 return
             found = decision.plan(binding, self.clusters.store, self.clock.now())
             if not found.due:
-                self._forget(key)  # the taint went, or a toleration came, meanwhile
+                self.due.forget(key)  # the taint went, or a toleration came, meanwhile
                 if found.next_at is not None:
                     self.controller.enqueue(key)
                 return
@@ -308,7 +329,7 @@ class TaintManager(manager.Controller):
                     raise
                 binding = await self._fresh(resource, binding)
             except errors.NotFound:
-                self._forget(key)
+                self.due.forget(key)
                 return
             except (errors.KubeError, OSError) as exc:
                 self.metrics.evictions.labels(RESULT_ERROR, decision.EVICTION_REASON).inc()
@@ -336,7 +357,7 @@ class TaintManager(manager.Controller):
         self.metrics.evictions.labels(RESULT_SUCCESS, decision.EVICTION_REASON).inc(
             len(found.due))
         self.metrics.eviction_latency.observe(self.clock.monotonic() - since)
-        self._forget(key)
+        self.due.forget(key)
         log.info("evicted %s from %s (%s)", key, ", ".join(found.due), mode)
 
     # --- the storm guard's condition ------------------------------------------

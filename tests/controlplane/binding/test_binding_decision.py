@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from clusterhealth_controlplane import vocabulary
+from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision
+from clusterhealth_core import builder
 
 
 @pytest.mark.parametrize(("kind", "name", "namespace", "expected"), [
@@ -162,16 +163,18 @@ def test_a_deleted_binding_orphans_every_work_even_under_eviction() -> None:
     assert len(decision.orphans(None, [work("member1"), work("member2")], ())) == 2
 
 
-def test_work_index_follows_events() -> None:
-    index = decision.WorkIndex()
+def test_the_work_index_follows_events() -> None:
+    index = manager.work_index()
     ref = vocabulary.BindingRef(False, "default", "nginx-deployment")
+    request = builder.Request("default", "nginx-deployment")
     body = decision.desired_works(rb([("member1", 1)]), template())[0].body()
-    assert index.update("ADDED", body) == ref
-    assert index.works(ref) == ["karmada-es-member1/nginx-687f7fb96f"]
+    assert manager.binding_of_work(body) == request
+    index.observe(builder.Event(builder.ADDED, body, None))
+    assert sorted(index.on(request)) == ["karmada-es-member1/nginx-687f7fb96f"]
     assert vocabulary.BindingRef.parse(ref.key) == ref
-    index.update("DELETED", body)
-    assert index.works(ref) == []
-    assert index.update("ADDED", {"metadata": {"namespace": "x", "name": "y"}}) is None
+    index.observe(builder.Event(builder.DELETED, body, None))
+    assert sorted(index.on(request)) == []
+    assert manager.binding_of_work({"metadata": {"namespace": "x", "name": "y"}}) is None
 
 
 @pytest.mark.parametrize(("namespace", "cluster"), [

@@ -1,0 +1,151 @@
+"""The scheduler's status writes, deferred behind a backlog of placements ("Placement first").
+
+Why: the writes that move workloads (``spec.clusters``) go first.  A binding's status
+is written at once when nothing waits in the scheduler's queue; when a backlog waits it
+is deferred: one pending status per binding (the latest wins), written by a set of
+workers once the queue is empty; while it is not, those that have waited ``delay``
+seconds are written by :data:`BACKLOG_STATUS_WRITERS` worker(s) at a time (never
+starved).  The scheduler's decisions read a binding's pending status as its live one
+(:meth:`StatusWrites.live`).  This class holds the pending writes with the logic that
+schedules and writes them, apart from the controller that decides them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clusterhealth_core import clock, retry, status
+from clusterhealth_core.api import meta
+from clusterhealth_core.kube import errors as kube_errors
+from clusterhealth_core.kube import resources
+
+log = logging.getLogger(__name__)
+
+STATUS_RETRY = retry.Backoff(initial=0.1, factor=2.0, maximum=30.0, jitter=0.1,
+                             attempts=1_000_000)
+"""Delay before a deferred status write that failed is tried again, by attempt."""
+BACKLOG_STATUS_WRITERS = 1
+"""Deferred statuses written at once while placements wait (all workers once none do)."""
+STATUS_POLL = 0.02
+"""Seconds between two looks at the queue while deferred statuses wait for it to empty."""
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A deferred status write: the latest wanted status, since when one has waited."""
+
+    resource: resources.Resource
+    name: str
+    namespace: str | None
+    desired: Mapping[str, Any]
+    since: float
+    attempts: int = 0
+    not_before: float = 0.0
+
+
+class StatusWrites:
+    """Status writes now or deferred, by binding key; ``run`` writes the deferred ones.
+
+    ``name``: the controller's (its workers' task names); ``queued()``: how many
+    requests wait in the scheduler's queue (the backlog);
+    ``writer(resource)``: the scheduler's status writer of that kind.
+    """
+
+    def __init__(self, name: str, clock_: clock.Clock, workers: int, delay: float, *,
+                 queued: Callable[[], int],
+                 writer: Callable[[resources.Resource], status.StatusWriter]) -> None:
+        self.name = name
+        self.clock = clock_
+        self.workers = workers
+        self.delay = delay
+        """Seconds a status write may be deferred behind a backlog of placements."""
+        self._queued = queued
+        self._writer = writer
+        self.pending: dict[str, _Pending] = {}
+        """Deferred status writes by key, oldest first."""
+        self._writing: set[str] = set()
+        self._wake = asyncio.Event()
+
+    def forget(self, key: str) -> None:
+        """The binding is gone: its deferred status too."""
+        self.pending.pop(key, None)
+
+    def live(self, key: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The binding's status as it will be: its deferred write if one waits, else live."""
+        pending = self.pending.get(key)
+        if pending is not None:
+            return {**(obj.get("status") or {}), **pending.desired}
+        return obj.get("status") or {}
+
+    async def write(self, key: str, resource: resources.Resource, metadata: meta.ObjectMeta,
+                    desired: Mapping[str, Any]) -> None:
+        """Write now when nothing waits in the queue; else defer."""
+        name, namespace = metadata.name, metadata.namespace or None
+        pending = self.pending.get(key)
+        if pending is None and not self._queued():
+            await self._writer(resource).write(name, desired, namespace=namespace)
+            return
+        if pending is None:
+            self.pending[key] = _Pending(resource, name, namespace, desired,
+                                         since=self.clock.monotonic())
+        else:  # coalesced: the latest status wins, the wait is counted from the first
+            pending.desired = desired
+            pending.attempts = 0
+            pending.not_before = 0.0
+        self._wake.set()
+
+    def _next(self, now: float) -> str | None:
+        """The key of the deferred status to write now, if any may be written."""
+        backlog = bool(self._queued())
+        if backlog and len(self._writing) >= BACKLOG_STATUS_WRITERS:
+            return None
+        for key, pending in self.pending.items():
+            if key in self._writing or pending.not_before > now:
+                continue
+            if backlog and now - pending.since < self.delay:
+                return None  # the later ones have waited no longer
+            return key
+        return None
+
+    async def _worker(self) -> None:
+        """Write deferred statuses: when the queue is empty, or when they waited too long."""
+        while True:
+            if not self.pending:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            key = self._next(self.clock.monotonic())
+            if key is None:
+                await self.clock.sleep(STATUS_POLL)
+                continue
+            pending = self.pending[key]
+            desired = pending.desired
+            self._writing.add(key)
+            try:
+                await self._writer(pending.resource).write(
+                    pending.name, desired, namespace=pending.namespace)
+            except asyncio.CancelledError:
+                raise
+            except kube_errors.NotFound:
+                pass  # deleted meanwhile: nothing to write
+            except Exception as exc:  # anything: keep it, retry with backoff
+                delay = STATUS_RETRY.delay(min(pending.attempts, 30))
+                pending.attempts += 1
+                pending.not_before = self.clock.monotonic() + delay
+                log.warning("writing the status of %s failed (%s); retry in %.2fs", key, exc,
+                            delay)
+                continue
+            finally:
+                self._writing.discard(key)
+            if self.pending.get(key) is pending and pending.desired is desired:
+                del self.pending[key]  # else a newer status came meanwhile: written next
+
+    async def run(self) -> None:
+        """The writers of deferred statuses (``workers`` of them), until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for index in range(self.workers):
+                group.create_task(self._worker(), name=f"{self.name}-status-{index}")

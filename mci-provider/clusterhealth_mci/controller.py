@@ -48,7 +48,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_core import builder, runner, schema, status
+from clusterhealth_core import builder, runner, status
 from clusterhealth_core import members as pool_members
 from clusterhealth_core import reconcile as runtime
 from clusterhealth_core.api import mci as mci_api
@@ -75,8 +75,11 @@ credentials of its own there)."""
 SERVICE_NOT_FOUND = "ServiceNotFound"
 """A backend Service runs in no member cluster (not terminal: it may come)."""
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
-PORT_STATUS = "loadBalancer.ingress.ports"
-"""The ports of ``status.loadBalancer.ingress[]``, left out where a port needs an ``error``."""
+PORT_STATUS = {"loadBalancer.ingress.ports": frozenset({"port", "protocol"})}
+"""The ports of ``status.loadBalancer.ingress[]`` and what is written of each: left out by the
+status writer where the server's schema requires more (Karmada's CRD is generated from
+Kubernetes' ``IngressPortStatus``, whose ``error`` is marked both optional and ``Required``: a
+healthy port cannot be written there, 422)."""
 CAPACITY_SETTINGS = {
     "servers_per_slot": "--haproxy-servers-per-slot (chart value haproxy.serversPerSlot)",
     "slots": "--haproxy-slots (chart value haproxy.slots)",
@@ -131,8 +134,6 @@ class MCIController(builder.Declared):
     def __init__(self, term: runner.Term, provider: base.Provider,
                  settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
         super().__init__(term)
-        self.write_ports = True
-        """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
         self.writes = term.writes
         """False in a standby (``--standby-programs``): the load balancer only, no writes."""
@@ -163,8 +164,8 @@ class MCIController(builder.Declared):
                      observe=self.members.cluster_changed)
             .uses(self.members.secrets)
             .status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
-                    frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))  # the leader's only
-            .on_start(self._check_ports)
+                    frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}),  # the leader's only
+                    nested=PORT_STATUS)
             .start_after(self._start, synced=True)  # synced: the load balancer resynced once
             .resync(settings.resync_period, before=self._resync_provider)
             .beside(self.members.pool.run)  # the member clients kept tidy
@@ -503,7 +504,7 @@ class MCIController(builder.Declared):
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
         desired: dict[str, Any] = {**decided.status_fields(),
                                    "conditions": [c.to_dict() for c in conditions]}
-        ingress = _ingress(lb_status, self.write_ports)
+        ingress = _ingress(lb_status)
         if ingress:
             desired["loadBalancer"] = {"ingress": ingress}
         current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
@@ -573,20 +574,6 @@ class MCIController(builder.Declared):
         except (base.ProviderError, OSError) as exc:
             log.warning("initial provider resync failed (%s); reconciles will converge", exc)
 
-    def _check_ports(self) -> None:
-        """Whether ports can be written on this server (the leader's status writer says)."""
-        if not self.writes:
-            return  # a standby's term makes no status writer
-        writer = self.controller.writer(resources.MULTI_CLUSTER_INGRESSES)
-        self.write_ports = port_status_writable(writer.kind)
-        if not self.write_ports:
-            log.warning("%s requires an error on every status.%s entry on this server: "
-                        "%s writes the load balancer's addresses without their ports",
-                        resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS,
-                        FIELD_MANAGER)
-            self.term.metrics.schema.unsupported.labels(
-                resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
-
     async def _start(self) -> None:
         """Before the workers: the bindings and the members loaded, the load balancer resynced."""
         if await self.bindings.detect():
@@ -626,27 +613,13 @@ def _conflict_message(held: Mapping[str, Iterable[str]]) -> str:
     return _bounded([*parts, "change the host or path, or remove it from the other MCI"])
 
 
-def _ingress(lb_status: base.LoadBalancerStatus, with_ports: bool = True
-             ) -> list[dict[str, Any]]:
+def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
     by_ip: dict[str, list[int]] = {}
     for ip, port in lb_status.ingress:
         by_ip.setdefault(ip, []).append(port)
     limit = mci_api.MAX_LOAD_BALANCER_INGRESS
-    if not with_ports:
-        return [{"ip": ip} for ip in sorted(by_ip)[:limit]]
     return [{"ip": ip, "ports": [{"port": p, "protocol": "TCP"} for p in sorted(ports)[:limit]]}
             for ip, ports in sorted(by_ip.items())[:limit]]
-
-
-def port_status_writable(kind: schema.Kind) -> bool:
-    """Whether a load-balancer port status without an ``error`` is valid on this server.
-
-    Karmada's MCI CRD is generated from Kubernetes' ``IngressPortStatus``, whose
-    ``error`` is marked both optional and ``Required``: that schema requires an
-    error on every port, so a healthy port cannot be written there (422).
-    """
-    node = kind.node("status", "loadBalancer", "ingress", "[]", "ports", "[]")
-    return node is not None and "error" not in (node.get("required") or [])
 
 
 def _fail_open_message(decided: plan.Plan) -> str:

@@ -48,7 +48,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_core import builder, runner, status
+from clusterhealth_core import builder, events, runner, status
 from clusterhealth_core import members as pool_members
 from clusterhealth_core import reconcile as runtime
 from clusterhealth_core.api import mci as mci_api
@@ -148,14 +148,11 @@ class MCIController(builder.Declared):
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
         self.specs: dict[str, base.LoadBalancerSpec] = {}
         """What the provider serves, by MCI (the last spec it accepted)."""
-        self.fail_open: dict[str, bool] = {}
         self.failed: dict[str, str] = {}
         """MCI -> the reason it is not served (terminal errors only)."""
         self.routes = routes.RouteIndex()
         """Every MCI's analysis, by the routes it claims, the Services it names, where it runs."""
-        self._reported: dict[str, tuple[str, str, str]] = {}
-        self._missing: dict[str, tuple[str, ...]] = {}
-        """MCI -> the backend Services last reported as found in no member."""
+        self.notices = Notices(self.recorder, term.writes)
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
@@ -257,10 +254,8 @@ class MCIController(builder.Declared):
 
     def _forget(self, key: str) -> None:
         self.specs.pop(key, None)
-        self.fail_open.pop(key, None)
         self.failed.pop(key, None)
-        self._reported.pop(key, None)
-        self._missing.pop(key, None)
+        self.notices.forget(key)
         self.routes.locate(key, None)
         self.metrics.forget(key)
 
@@ -365,24 +360,9 @@ class MCIController(builder.Declared):
         self.routes.locate(key, frozenset(c for _, cs in decided.service_locations for c in cs))
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
-        self._reported.pop(key, None)  # a later error is news again
         missing = decided.missing_services
-        if self.writes and missing and self._missing.get(key) != missing:
-            self.recorder.record(_target(obj), "Warning", SERVICE_NOT_FOUND,
-                                 _bounded([self._missing_message(obj, missing)],
-                                          EVENT_MESSAGE_BUDGET))
-        if missing:
-            self._missing[key] = missing
-        else:
-            self._missing.pop(key, None)
-        if self.writes and decided.fail_open != self.fail_open.get(key, False):
-            if decided.fail_open:
-                self.recorder.record(_target(obj), "Warning", "FailOpen",
-                                     _fail_open_message(decided))
-            else:
-                self.recorder.record(_target(obj), "Normal", "FailOpenEnded",
-                                     "blocked clusters no longer cover every location")
-        self.fail_open[key] = decided.fail_open
+        self.notices.served(key, obj, decided,
+                            self._missing_message(obj, missing) if missing else "")
         return runtime.DONE
 
     async def _ensure(self, key: str, decided: plan.Plan) -> base.LoadBalancerStatus:
@@ -455,12 +435,7 @@ class MCIController(builder.Declared):
                                                   [*others, lb_ready])
         desired["conditions"] = [c.to_dict() for c in conditions]
         await self._write(obj, current, desired)
-        # One Event per spec and error: not again when only a resync or the status changed.
-        reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
-        if self.writes and self._reported.get(key) != reported:
-            self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
-                error.message.split("; "), EVENT_MESSAGE_BUDGET))
-        self._reported[key] = reported
+        self.notices.failing(key, obj, error, message)
 
     async def _write_status(self, obj: Mapping[str, Any], decided: plan.Plan,
                             lb_status: base.LoadBalancerStatus) -> None:
@@ -582,6 +557,60 @@ class MCIController(builder.Declared):
         await self.members.wait_loaded(self.settings.member_load_timeout)
         await self._initial_resync()
         self._enqueue_all()
+
+
+class Notices:
+    """The Events saying how an MCI is served: one per change of its state.
+
+    Not again when only a resync or the status changed; none in a standby (the
+    leader says it).
+    """
+
+    def __init__(self, recorder: events.EventRecorder, writes: bool) -> None:
+        self.recorder = recorder
+        self.writes = writes
+        self._reported: dict[str, tuple[str, str, str]] = {}
+        """MCI -> its error last reported (generation, reason, condition message)."""
+        self._missing: dict[str, tuple[str, ...]] = {}
+        """MCI -> the backend Services last reported as found in no member."""
+        self._fail_open: dict[str, bool] = {}
+        """MCI -> whether it was last served failing open."""
+
+    def failing(self, key: str, obj: Mapping[str, Any], error: runtime.TerminalError,
+                message: str) -> None:
+        """A Warning Event per spec and error (``message``: the condition's)."""
+        reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
+        if self.writes and self._reported.get(key) != reported:
+            self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
+                error.message.split("; "), EVENT_MESSAGE_BUDGET))
+        self._reported[key] = reported
+
+    def served(self, key: str, obj: Mapping[str, Any], decided: plan.Plan,
+               missing_message: str) -> None:
+        """Served: Events for newly missing Services and a change of fail-open."""
+        self._reported.pop(key, None)  # a later error is news again
+        missing = decided.missing_services
+        if self.writes and missing and self._missing.get(key) != missing:
+            self.recorder.record(_target(obj), "Warning", SERVICE_NOT_FOUND,
+                                 _bounded([missing_message], EVENT_MESSAGE_BUDGET))
+        if missing:
+            self._missing[key] = missing
+        else:
+            self._missing.pop(key, None)
+        if self.writes and decided.fail_open != self._fail_open.get(key, False):
+            if decided.fail_open:
+                self.recorder.record(_target(obj), "Warning", "FailOpen",
+                                     _fail_open_message(decided))
+            else:
+                self.recorder.record(_target(obj), "Normal", "FailOpenEnded",
+                                     "blocked clusters no longer cover every location")
+        self._fail_open[key] = decided.fail_open
+
+    def forget(self, key: str) -> None:
+        """An MCI no longer served: whatever comes next is news."""
+        self._reported.pop(key, None)
+        self._missing.pop(key, None)
+        self._fail_open.pop(key, None)
 
 
 def _bounded(parts: Sequence[str], budget: int = CONDITION_MESSAGE_BUDGET) -> str:

@@ -264,6 +264,8 @@ class StatusDeclaration:
     field_manager: str
     fields: frozenset[str]
     condition_types: frozenset[str] = frozenset()
+    nested: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    """Nested fields written, to the fields of their items (:attr:`status.StatusWriter.nested`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -478,7 +480,7 @@ class Controller:
             key = (declared.resource.plural, declared.field_manager)
             self.writers[key] = await self.term.status_writer(
                 declared.resource, declared.field_manager, declared.fields,
-                declared.condition_types)
+                declared.condition_types, declared.nested)
         await self.wait_synced()
         if self.first_pass is not None and self.watches:
             self.first_pass.arm(self.watches[0].informer.store)
@@ -558,12 +560,16 @@ class Builder:
 
     def status(self, resource: resources.Resource | tuple[resources.Resource, ...],
                field_manager: str, fields: frozenset[str],
-               condition_types: frozenset[str] = frozenset()) -> Builder:
+               condition_types: frozenset[str] = frozenset(), *,
+               nested: Mapping[str, frozenset[str]] | None = None) -> Builder:
         """A status writer of ``resource`` (of each, for a tuple), made before the workers start.
 
-        None when the term does not write.
+        None when the term does not write.  ``nested``: nested fields written, by dotted
+        path, to the fields written in each item; one the server cannot take is left out
+        of every write (:attr:`status.StatusWriter.nested`).
         """
-        declared = tuple(StatusDeclaration(one, field_manager, fields, condition_types)
+        declared = tuple(StatusDeclaration(one, field_manager, fields, condition_types,
+                                           dict(nested or {}))
                          for one in (resource if isinstance(resource, tuple) else (resource,)))
         self._starting = dataclasses.replace(
             self._starting, statuses=(*self._starting.statuses, *declared))

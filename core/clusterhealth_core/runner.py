@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import prometheus_client
@@ -253,7 +253,8 @@ class Term:
 
     async def status_writer(self, resource: resources.Resource, field_manager: str,
                             fields: frozenset[str],
-                            condition_types: frozenset[str] = frozenset()
+                            condition_types: frozenset[str] = frozenset(),
+                            nested: Mapping[str, frozenset[str]] | None = None
                             ) -> status.StatusWriter:
         """A writer for ``resource``'s status as this server holds it (asks until it can).
 
@@ -272,7 +273,7 @@ class Term:
                 await self.clock.sleep(delay)
                 continue
             return status.StatusWriter(self.api, kind, field_manager, fields, condition_types,
-                                       self.metrics.schema)
+                                       self.metrics.schema, dict(nested or {}))
 
 
 @dataclasses.dataclass(frozen=True)

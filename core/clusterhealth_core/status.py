@@ -118,7 +118,9 @@ class StatusWriter:
     """One writer's status fields on one kind, written the way that server supports.
 
     * Fields the server's schema does not declare are left out of every write
-      (said once, at construction, in the log and in ``metrics``).
+      (said once, at construction, in the log and in ``metrics``); so is a
+      :attr:`nested` field the server does not declare, or whose items require
+      a field this writer does not write (no valid value of it can be written).
     * ``status.conditions`` declared a list-map: server-side apply, as
       :func:`apply_status` (the server merges by ``type``).  An atomic list
       (Karmada's Cluster API), or no published schema: read-modify-write of the
@@ -136,6 +138,9 @@ class StatusWriter:
     condition_types: frozenset[str] = frozenset()
     """The condition types this writer owns (others' are never touched)."""
     metrics: SchemaMetrics | None = None
+    nested: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    """Nested fields this writer writes, by dotted path under ``status`` (lists crossed:
+    ``loadBalancer.ingress.ports``), to the fields it writes in each of their items."""
 
     def __post_init__(self) -> None:
         self.writable = self.kind.declares("status")
@@ -148,14 +153,26 @@ class StatusWriter:
                         field if field != "status" else "(status)", self.field_manager)
             if self.metrics is not None:
                 self.metrics.unsupported.labels(self.kind.resource.crd_name, field).set(1)
+        refused = {path: _refusal(self.kind, path, written)
+                   for path, written in sorted(self.nested.items()) if self.writable}
+        self.unsupported_nested = tuple(path for path, why in refused.items() if why)
+        """The :attr:`nested` fields left out of every write."""
+        for path in self.unsupported_nested:
+            log.warning("%s %s on this server: %s leaves it out of every write",
+                        self.kind.resource.crd_name, refused[path], self.field_manager)
+            if self.metrics is not None:
+                self.metrics.unsupported.labels(self.kind.resource.crd_name, path).set(1)
         self.merge_conditions = "conditions" in self.fields and self.kind.list_type(
             "status", "conditions") != "map"
         node = self.kind.node("status") if self.kind.known else None
         self.status_nullable = bool(node and node.get("nullable"))
 
     def supported(self, status: Mapping[str, Any]) -> dict[str, Any]:
-        """``status`` without the fields the server does not declare."""
-        return {k: v for k, v in status.items() if k not in self.unsupported}
+        """``status`` without the fields the server does not declare (nor take, nested)."""
+        kept: dict[str, Any] = {k: v for k, v in status.items() if k not in self.unsupported}
+        for path in self.unsupported_nested:
+            kept = _without(kept, path.split("."))
+        return kept
 
     @property
     def _subresource(self) -> str | None:
@@ -254,6 +271,34 @@ class StatusWriter:
                 await asyncio.sleep(random.uniform(pause / 2, pause))
         assert last is not None
         raise last
+
+
+def _refusal(kind: schema.Kind, path: str, written: frozenset[str]) -> str:
+    """Why the server cannot take ``status.<path>`` written with ``written`` ("": it can)."""
+    steps = ["status"]
+    for name in path.split("."):
+        steps.append(name)
+        node = kind.node(*steps)
+        if node is None:
+            return f"does not declare status.{path}"
+        if node.get("type") == "array":
+            steps.append("[]")
+    node = kind.node(*steps)
+    if node is None:
+        return f"does not declare status.{path}"
+    missing = sorted(set(node.get("required") or ()) - written)
+    return f"requires {', '.join(missing)} on every status.{path} entry" if missing else ""
+
+
+def _without(value: Any, path: Sequence[str]) -> Any:
+    """``value`` without the field at ``path`` (lists crossed); copies only what it changes."""
+    if isinstance(value, list):
+        return [_without(item, path) for item in value]
+    if not isinstance(value, Mapping) or path[0] not in value:
+        return value
+    if len(path) == 1:
+        return {k: v for k, v in value.items() if k != path[0]}
+    return {**value, path[0]: _without(value[path[0]], path[1:])}
 
 
 def merged_status(current: Mapping[str, Any], wanted: Mapping[str, Any],

@@ -48,7 +48,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from clusterhealth_core import builder, runner, schema, status
+from clusterhealth_core import builder, events, runner, status
 from clusterhealth_core import members as pool_members
 from clusterhealth_core import reconcile as runtime
 from clusterhealth_core.api import mci as mci_api
@@ -75,8 +75,11 @@ credentials of its own there)."""
 SERVICE_NOT_FOUND = "ServiceNotFound"
 """A backend Service runs in no member cluster (not terminal: it may come)."""
 OWNED_STATUS = ("serviceLocations", "trafficBlockClusters", "loadBalancer", "conditions")
-PORT_STATUS = "loadBalancer.ingress.ports"
-"""The ports of ``status.loadBalancer.ingress[]``, left out where a port needs an ``error``."""
+PORT_STATUS = {"loadBalancer.ingress.ports": frozenset({"port", "protocol"})}
+"""The ports of ``status.loadBalancer.ingress[]`` and what is written of each: left out by the
+status writer where the server's schema requires more (Karmada's CRD is generated from
+Kubernetes' ``IngressPortStatus``, whose ``error`` is marked both optional and ``Required``: a
+healthy port cannot be written there, 422)."""
 CAPACITY_SETTINGS = {
     "servers_per_slot": "--haproxy-servers-per-slot (chart value haproxy.serversPerSlot)",
     "slots": "--haproxy-slots (chart value haproxy.slots)",
@@ -131,8 +134,6 @@ class MCIController(builder.Declared):
     def __init__(self, term: runner.Term, provider: base.Provider,
                  settings: ControllerSettings, mci_metrics: metrics.MCIMetrics) -> None:
         super().__init__(term)
-        self.write_ports = True
-        """Whether ``status.loadBalancer.ingress[].ports`` can be written on this server."""
         self.provider = provider
         self.writes = term.writes
         """False in a standby (``--standby-programs``): the load balancer only, no writes."""
@@ -147,14 +148,11 @@ class MCIController(builder.Declared):
         self.bindings = bindings.Bindings(term.api, term.informers, self._service_changed)
         self.specs: dict[str, base.LoadBalancerSpec] = {}
         """What the provider serves, by MCI (the last spec it accepted)."""
-        self.fail_open: dict[str, bool] = {}
         self.failed: dict[str, str] = {}
         """MCI -> the reason it is not served (terminal errors only)."""
         self.routes = routes.RouteIndex()
         """Every MCI's analysis, by the routes it claims, the Services it names, where it runs."""
-        self._reported: dict[str, tuple[str, str, str]] = {}
-        self._missing: dict[str, tuple[str, ...]] = {}
-        """MCI -> the backend Services last reported as found in no member."""
+        self.notices = Notices(self.recorder, term.writes)
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
@@ -163,8 +161,8 @@ class MCIController(builder.Declared):
                      observe=self.members.cluster_changed)
             .uses(self.members.secrets)
             .status(resources.MULTI_CLUSTER_INGRESSES, FIELD_MANAGER, frozenset(OWNED_STATUS),
-                    frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}))  # the leader's only
-            .on_start(self._check_ports)
+                    frozenset({CONDITION_FAIL_OPEN, CONDITION_LB_READY}),  # the leader's only
+                    nested=PORT_STATUS)
             .start_after(self._start, synced=True)  # synced: the load balancer resynced once
             .resync(settings.resync_period, before=self._resync_provider)
             .beside(self.members.pool.run)  # the member clients kept tidy
@@ -256,10 +254,8 @@ class MCIController(builder.Declared):
 
     def _forget(self, key: str) -> None:
         self.specs.pop(key, None)
-        self.fail_open.pop(key, None)
         self.failed.pop(key, None)
-        self._reported.pop(key, None)
-        self._missing.pop(key, None)
+        self.notices.forget(key)
         self.routes.locate(key, None)
         self.metrics.forget(key)
 
@@ -364,24 +360,9 @@ class MCIController(builder.Declared):
         self.routes.locate(key, frozenset(c for _, cs in decided.service_locations for c in cs))
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
-        self._reported.pop(key, None)  # a later error is news again
         missing = decided.missing_services
-        if self.writes and missing and self._missing.get(key) != missing:
-            self.recorder.record(_target(obj), "Warning", SERVICE_NOT_FOUND,
-                                 _bounded([self._missing_message(obj, missing)],
-                                          EVENT_MESSAGE_BUDGET))
-        if missing:
-            self._missing[key] = missing
-        else:
-            self._missing.pop(key, None)
-        if self.writes and decided.fail_open != self.fail_open.get(key, False):
-            if decided.fail_open:
-                self.recorder.record(_target(obj), "Warning", "FailOpen",
-                                     _fail_open_message(decided))
-            else:
-                self.recorder.record(_target(obj), "Normal", "FailOpenEnded",
-                                     "blocked clusters no longer cover every location")
-        self.fail_open[key] = decided.fail_open
+        self.notices.served(key, obj, decided,
+                            self._missing_message(obj, missing) if missing else "")
         return runtime.DONE
 
     async def _ensure(self, key: str, decided: plan.Plan) -> base.LoadBalancerStatus:
@@ -454,12 +435,7 @@ class MCIController(builder.Declared):
                                                   [*others, lb_ready])
         desired["conditions"] = [c.to_dict() for c in conditions]
         await self._write(obj, current, desired)
-        # One Event per spec and error: not again when only a resync or the status changed.
-        reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
-        if self.writes and self._reported.get(key) != reported:
-            self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
-                error.message.split("; "), EVENT_MESSAGE_BUDGET))
-        self._reported[key] = reported
+        self.notices.failing(key, obj, error, message)
 
     async def _write_status(self, obj: Mapping[str, Any], decided: plan.Plan,
                             lb_status: base.LoadBalancerStatus) -> None:
@@ -503,7 +479,7 @@ class MCIController(builder.Declared):
         conditions = status.keep_transition_times(status.live_conditions(obj), conditions)
         desired: dict[str, Any] = {**decided.status_fields(),
                                    "conditions": [c.to_dict() for c in conditions]}
-        ingress = _ingress(lb_status, self.write_ports)
+        ingress = _ingress(lb_status)
         if ingress:
             desired["loadBalancer"] = {"ingress": ingress}
         current = {k: v for k, v in (obj.get("status") or {}).items() if k in OWNED_STATUS}
@@ -573,20 +549,6 @@ class MCIController(builder.Declared):
         except (base.ProviderError, OSError) as exc:
             log.warning("initial provider resync failed (%s); reconciles will converge", exc)
 
-    def _check_ports(self) -> None:
-        """Whether ports can be written on this server (the leader's status writer says)."""
-        if not self.writes:
-            return  # a standby's term makes no status writer
-        writer = self.controller.writer(resources.MULTI_CLUSTER_INGRESSES)
-        self.write_ports = port_status_writable(writer.kind)
-        if not self.write_ports:
-            log.warning("%s requires an error on every status.%s entry on this server: "
-                        "%s writes the load balancer's addresses without their ports",
-                        resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS,
-                        FIELD_MANAGER)
-            self.term.metrics.schema.unsupported.labels(
-                resources.MULTI_CLUSTER_INGRESSES.crd_name, PORT_STATUS).set(1)
-
     async def _start(self) -> None:
         """Before the workers: the bindings and the members loaded, the load balancer resynced."""
         if await self.bindings.detect():
@@ -595,6 +557,60 @@ class MCIController(builder.Declared):
         await self.members.wait_loaded(self.settings.member_load_timeout)
         await self._initial_resync()
         self._enqueue_all()
+
+
+class Notices:
+    """The Events saying how an MCI is served: one per change of its state.
+
+    Not again when only a resync or the status changed; none in a standby (the
+    leader says it).
+    """
+
+    def __init__(self, recorder: events.EventRecorder, writes: bool) -> None:
+        self.recorder = recorder
+        self.writes = writes
+        self._reported: dict[str, tuple[str, str, str]] = {}
+        """MCI -> its error last reported (generation, reason, condition message)."""
+        self._missing: dict[str, tuple[str, ...]] = {}
+        """MCI -> the backend Services last reported as found in no member."""
+        self._fail_open: dict[str, bool] = {}
+        """MCI -> whether it was last served failing open."""
+
+    def failing(self, key: str, obj: Mapping[str, Any], error: runtime.TerminalError,
+                message: str) -> None:
+        """A Warning Event per spec and error (``message``: the condition's)."""
+        reported = (str(obj["metadata"].get("generation", "")), error.reason, message)
+        if self.writes and self._reported.get(key) != reported:
+            self.recorder.record(_target(obj), "Warning", error.reason, _bounded(
+                error.message.split("; "), EVENT_MESSAGE_BUDGET))
+        self._reported[key] = reported
+
+    def served(self, key: str, obj: Mapping[str, Any], decided: plan.Plan,
+               missing_message: str) -> None:
+        """Served: Events for newly missing Services and a change of fail-open."""
+        self._reported.pop(key, None)  # a later error is news again
+        missing = decided.missing_services
+        if self.writes and missing and self._missing.get(key) != missing:
+            self.recorder.record(_target(obj), "Warning", SERVICE_NOT_FOUND,
+                                 _bounded([missing_message], EVENT_MESSAGE_BUDGET))
+        if missing:
+            self._missing[key] = missing
+        else:
+            self._missing.pop(key, None)
+        if self.writes and decided.fail_open != self._fail_open.get(key, False):
+            if decided.fail_open:
+                self.recorder.record(_target(obj), "Warning", "FailOpen",
+                                     _fail_open_message(decided))
+            else:
+                self.recorder.record(_target(obj), "Normal", "FailOpenEnded",
+                                     "blocked clusters no longer cover every location")
+        self._fail_open[key] = decided.fail_open
+
+    def forget(self, key: str) -> None:
+        """An MCI no longer served: whatever comes next is news."""
+        self._reported.pop(key, None)
+        self._missing.pop(key, None)
+        self._fail_open.pop(key, None)
 
 
 def _bounded(parts: Sequence[str], budget: int = CONDITION_MESSAGE_BUDGET) -> str:
@@ -626,27 +642,13 @@ def _conflict_message(held: Mapping[str, Iterable[str]]) -> str:
     return _bounded([*parts, "change the host or path, or remove it from the other MCI"])
 
 
-def _ingress(lb_status: base.LoadBalancerStatus, with_ports: bool = True
-             ) -> list[dict[str, Any]]:
+def _ingress(lb_status: base.LoadBalancerStatus) -> list[dict[str, Any]]:
     by_ip: dict[str, list[int]] = {}
     for ip, port in lb_status.ingress:
         by_ip.setdefault(ip, []).append(port)
     limit = mci_api.MAX_LOAD_BALANCER_INGRESS
-    if not with_ports:
-        return [{"ip": ip} for ip in sorted(by_ip)[:limit]]
     return [{"ip": ip, "ports": [{"port": p, "protocol": "TCP"} for p in sorted(ports)[:limit]]}
             for ip, ports in sorted(by_ip.items())[:limit]]
-
-
-def port_status_writable(kind: schema.Kind) -> bool:
-    """Whether a load-balancer port status without an ``error`` is valid on this server.
-
-    Karmada's MCI CRD is generated from Kubernetes' ``IngressPortStatus``, whose
-    ``error`` is marked both optional and ``Required``: that schema requires an
-    error on every port, so a healthy port cannot be written there (422).
-    """
-    node = kind.node("status", "loadBalancer", "ingress", "[]", "ports", "[]")
-    return node is not None and "error" not in (node.get("required") or [])
 
 
 def _fail_open_message(decided: plan.Plan) -> str:

@@ -194,7 +194,8 @@ class RemedyController(builder.Declared):
         # has no remedyActionSources, its Remedy CRD no status (logged and counted once).
         self.cluster_controller = (
             builder.Builder(CLUSTER_CONTROLLER, term, workers=settings.workers)
-            .for_(self.clusters, self._cluster_changed, observe=self._cluster_gone)
+            .for_(self.clusters, builder.not_deleted, self._cluster_changed,
+                  observe=self._cluster_gone)
             .watches(self.remedies, self._clusters_affected, builder.SPEC,
                      observe=self._index_remedy)
             .status(resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
@@ -231,8 +232,6 @@ class RemedyController(builder.Declared):
     # --- events (synchronous, cheap: they only look and queue names) -------
 
     def _cluster_changed(self, event: builder.Event) -> bool:
-        if event.type == builder.DELETED:
-            return False
         name = str(event.obj["metadata"]["name"])
         known = self.decisions.get(name)
         return (event.type == builder.ADDED
@@ -245,8 +244,7 @@ class RemedyController(builder.Declared):
         name = str(event.obj["metadata"]["name"])
         gone = self.decisions.remove(name)
         if gone is not None:
-            self.metrics.set_actions(name, ())
-            self.metrics.set_sources(name, {})
+            self.metrics.forget(name)
             for match in gone.matches:
                 self.remedy_controller.enqueue(builder.Request.parse(match.remedy))
 

@@ -119,6 +119,11 @@ class RemedyMetrics:
         """Make a cluster's action-source series ``sources`` (action to Remedy names)."""
         self.clusters.set_sources(cluster, sources)
 
+    def forget(self, cluster: str) -> None:
+        """Drop a cluster's series (the Cluster is gone)."""
+        self.set_actions(cluster, ())
+        self.set_sources(cluster, {})
+
     def clear(self) -> None:
         """Drop every per-Cluster series (leadership lost: another replica reports them)."""
         self.clusters.clear()

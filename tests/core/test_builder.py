@@ -283,8 +283,9 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
     done: list[builder.Request] = []
     gate = asyncio.Event()
 
-    async def status_writer(resource: Any, manager: str, fields: Any, conditions: Any) -> str:
-        steps.append(f"writer {resource.plural} {manager}")
+    async def status_writer(resource: Any, manager: str, fields: Any, conditions: Any,
+                            nested: Any) -> str:
+        steps.append(f"writer {resource.plural} {manager} {sorted(nested)}")
         return f"writer of {manager}"
 
     fake = term()
@@ -303,7 +304,8 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
     built = (builder.Builder("hooks", fake_term)
              .for_(cast(informer.Informer, policies), delay=0.05)
              .status(cast(Any, resource), "a", frozenset({"conditions"}))
-             .status(cast(Any, resource), "b", frozenset({"conditions"}))
+             .status(cast(Any, resource), "b", frozenset({"conditions"}),
+                     nested={"x.y": frozenset({"z"})})
              .on_start(lambda: steps.append("on_start"))
              .start_after(opened)
              .complete(reconcile_one))
@@ -316,7 +318,7 @@ async def test_start_hooks_status_writers_channels_and_delayed_watches() -> None
     task = asyncio.create_task(both.run())
     try:
         await asyncio.sleep(0.02)
-        assert steps == ["writer things a", "writer things b"]  # caches not loaded yet
+        assert steps == ["writer things a []", "writer things b ['x.y']"]  # caches not loaded
         assert built.writer(cast(Any, resource), "b") == "writer of b"
         policies.loaded.set()
         await asyncio.sleep(0.02)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import prometheus_client
 import pytest
@@ -239,3 +239,42 @@ def test_merged_status(current: dict[str, Any], wanted: dict[str, Any],
                        expected: dict[str, Any]) -> None:
     assert status.merged_status(current, wanted, {"conditions", "remedyActions"},
                                 {"DNS"}) == expected
+
+
+def _nested_kind(items: dict[str, Any] | None, *, published: bool = True) -> schema.Kind:
+    lists: dict[str, Any] = {"type": "object", "properties": {"name": {"type": "string"}}}
+    if items is not None:
+        lists["properties"]["parts"] = {"type": "array", "items": items}
+    root = {"type": "object", "properties": {"status": {"type": "object", "properties": {
+        "top": {"type": "object", "properties": {"lists": {"type": "array", "items": lists}}},
+        "other": {"type": "string"}}}}}
+    nests = resources.Resource(GROUP, "v1", "nests", "Nest", False)
+    return schema.Kind(nests, True, root if published else None)
+
+
+PART = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(("kind", "taken"), [
+    pytest.param(_nested_kind({**PART, "required": ["a"]}), True, id="requires what we write"),
+    pytest.param(_nested_kind({**PART, "required": ["a", "b"]}), False, id="requires more"),
+    pytest.param(_nested_kind(PART), True, id="requires nothing"),
+    pytest.param(_nested_kind(None), False, id="not declared"),
+    pytest.param(_nested_kind(None, published=False), True, id="no schema published"),
+])
+def test_a_nested_field_the_server_cannot_take_is_left_out_and_reported(
+        kind: schema.Kind, taken: bool) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    writer = status.StatusWriter(cast(kube.ApiClient, None), kind, "remedy",
+                                 frozenset({"top", "other"}), frozenset(),
+                                 status.SchemaMetrics(registry),
+                                 nested={"top.lists.parts": frozenset({"a"})})
+    lists = [{"name": "x", "parts": [{"a": "1"}]}, {"name": "y"}]
+    wanted = {"top": {"lists": lists}, "other": "kept"}
+    left = [{"name": "x"}, {"name": "y"}]
+    assert writer.supported(wanted) == (wanted if taken else
+                                        {"top": {"lists": left}, "other": "kept"})
+    assert wanted["top"]["lists"] == lists  # the caller's value is never changed
+    reported = registry.get_sample_value("clusterhealth_schema_unsupported_field", {
+        "resource": kind.resource.crd_name, "field": "top.lists.parts"})
+    assert reported == (None if taken else 1.0)

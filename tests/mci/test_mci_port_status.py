@@ -7,11 +7,12 @@ written there, so the provider leaves the ports out.  Our CRD takes them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from clusterhealth_core import schema
+from clusterhealth_core import schema, status
+from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_mci import controller
 
@@ -39,4 +40,10 @@ PORT = {"type": "object", "properties": {
     pytest.param(_kind(None, published=False), True, id="no schema published"),
 ])
 def test_port_status_writable(kind: schema.Kind, writable: bool) -> None:
-    assert controller.port_status_writable(kind) is writable
+    writer = status.StatusWriter(cast(kube.ApiClient, None), kind, controller.FIELD_MANAGER,
+                                 frozenset({"loadBalancer"}), nested=controller.PORT_STATUS)
+    ingress = [{"ip": "198.18.0.1", "ports": [{"port": 80, "protocol": "TCP"}]}]
+    written = writer.supported({"loadBalancer": {"ingress": ingress}})
+    expected = ingress if writable else [{"ip": "198.18.0.1"}]
+    assert written == {"loadBalancer": {"ingress": expected}}
+    assert bool(writer.unsupported_nested) is not writable

@@ -139,7 +139,7 @@ class Footprint:
     def now(cls, env: environment.LocalEnvironment, running: Controllers) -> Footprint:
         gc.collect()
         LIBC.malloc_trim(0)  # freed C heap back to the system: RSS is what is still in use
-        pools = (running.context.members, running.mci.pool)
+        pools = (running.context.members, running.mci.members.pool)
         servers = (environment.CONTROL_PLANE, *MEMBERS)
         statm = pathlib.Path("/proc/self/statm").read_text().split()
         return cls(
@@ -189,8 +189,9 @@ class Controllers:
             assert isinstance(keys, dict | set)
             return len(set(keys) - set(MEMBERS))
         return {
-            "plane pool": self.context.members.size, "lb pool": self.mci.pool.size,
-            "status caches": ours(self.status.caches), "status memory": ours(self.status.memory),
+            "plane pool": self.context.members.size, "lb pool": self.mci.members.pool.size,
+            "status caches": ours(self.status.caches.caches),
+            "status memory": ours(self.status.memory),
             "member objects": ours(self.objects.active),
             "lb caches": ours(self.mci.members.active) + ours(self.mci.members._pending),
         }
@@ -282,7 +283,7 @@ async def wave(env: environment.LocalEnvironment, cp: kube.ApiClient, running: C
     async def in_use() -> bool:
         status, lb = running.status, running.mci
         for name in names:
-            caches = status.caches.get(name)
+            caches = status.caches.caches.get(name)
             if caches is None or not (caches.nodes.synced and caches.pods.synced):
                 return False
             if name not in lb.members.active:
@@ -379,7 +380,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
             await cp.create(resources.WORKS, work(name))
 
             def plane_users(api: kube.ApiClient) -> bool:
-                caches = running.status.caches.get(name)
+                caches = running.status.caches.caches.get(name)
                 objects = running.objects.active.get(name)
                 return (caches is not None and caches.api is api and caches.nodes.synced
                         and objects is not None and objects.api is api)
@@ -389,7 +390,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
                 return active is not None and active.api is api
 
             async def settled() -> tuple[kube.ApiClient, kube.ApiClient] | None:
-                plane, lb = running.context.members.peek(name), running.mci.pool.peek(name)
+                plane, lb = running.context.members.peek(name), running.mci.members.pool.peek(name)
                 if plane is None or lb is None or not (plane_users(plane) and lb_users(lb)):
                     return None
                 return plane, lb
@@ -409,7 +410,7 @@ async def test_a_replaced_client_is_closed_once_its_users_moved(
             await testkit.eventually(lambda: _closed(old_plane, old_lb),
                                    what="the replaced clients closed")
             assert running.context.members.size == (1 + len(MEMBERS), 0)
-            assert running.mci.pool.size == (1 + len(MEMBERS), 0)
+            assert running.mci.members.pool.size == (1 + len(MEMBERS), 0)
             with pytest.raises(errors.ClientClosed):  # closed for good: never opened again
                 await old_plane.get(resources.NAMESPACES, "default")
             await cp.delete(resources.WORKS, name, namespace=vocabulary.execution_namespace(name))

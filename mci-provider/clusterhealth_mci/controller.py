@@ -274,13 +274,17 @@ class MCIController(builder.Declared):
             namespace=obj["metadata"]["namespace"], patch_type="json")
 
     def make_plan(self, obj: Mapping[str, Any], model: mci_api.MultiClusterIngress) -> plan.Plan:
-        """The plan for one MCI from the current caches."""
+        """The plan for one MCI from the current caches; indexes where its Services run."""
         namespace = str(obj["metadata"]["namespace"])
         _, service_keys, _ = plan.routes(model.spec)
         located: dict[str, list[str]] = {}
         for name, _ in service_keys:
             bound = self.bindings.located(namespace, name)  # Karmada's way, when bound
             located[name] = bound if bound is not None else self.members.located(namespace, name)
+        # Indexed before the Clusters' remedy actions are read below, in the same step: a
+        # change of actions after this read finds the MCI located there and queues it again.
+        self.routes.locate(informer.key_of(dict(obj)),
+                           frozenset(c for clusters in located.values() for c in clusters))
         endpoints = {
             (cluster, name, port): self.members.endpoints(cluster, namespace, name, port)
             for name, port in service_keys for cluster in located[name]
@@ -357,7 +361,6 @@ class MCIController(builder.Declared):
         self._serving(key, True)
         lb_status = await self._ensure(key, decided)
         self.specs[key] = decided.spec
-        self.routes.locate(key, frozenset(c for _, cs in decided.service_locations for c in cs))
         self._record_metrics(key, decided, lb_status)  # the load balancer's state, now
         await self._write_status(obj, decided, lb_status)
         missing = decided.missing_services

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import datetime
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,10 +20,12 @@ import prometheus_client
 import pytest
 
 import testkit
+from clusterhealth_core import clock as clocks
+from clusterhealth_core import election, runner
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import environment
-from clusterhealth_mci import controller
+from clusterhealth_mci import controller, metrics
 from clusterhealth_mci.providers import base, fake
 
 Running = tuple[controller.MCIController, fake.FakeProvider, prometheus_client.CollectorRegistry]
@@ -253,3 +257,116 @@ async def test_member_watches_restart_when_the_cluster_secret_is_rotated(
         await cp.delete(resources.CLUSTERS, cluster, missing_ok=True)
         await cp.delete(resources.SECRETS, cluster, namespace=namespace, missing_ok=True)
         await k.delete_service(members["member1"], service)
+
+
+
+class _HeldProvider(fake.FakeProvider):
+    """Holds the next ``ensure_load_balancer`` call (once armed) until it is released."""
+
+    def __init__(self) -> None:
+        super().__init__(immediate_drain=True)
+        self.armed = False
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def ensure_load_balancer(self, spec: base.LoadBalancerSpec) -> base.LoadBalancerStatus:
+        if self.armed:
+            self.armed = False
+            self.holding.set()
+            await self.release.wait()
+        return await super().ensure_load_balancer(spec)
+
+
+@contextlib.asynccontextmanager
+async def standing_by(cp: kube.ApiClient, provider: base.Provider
+                      ) -> AsyncIterator[runner.ElectedController]:
+    """A standby replica (``--standby-programs``) while another holds the Lease for good.
+
+    It programs its load balancer and writes nothing: no status write of its own
+    (or of a leader) brings an MCI back to its queue.
+    """
+    lease = testkit.unique("mci-held")
+    await cp.create(resources.LEASES, {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lease, "namespace": "default"},
+        "spec": {"holderIdentity": "the-leader", "leaseDurationSeconds": 3600,
+                 "renewTime": datetime.datetime.now(datetime.UTC).strftime(
+                     "%Y-%m-%dT%H:%M:%S.%fZ")}})
+    registry = prometheus_client.CollectorRegistry()
+    mci_metrics = metrics.MCIMetrics(registry)
+    settings = controller.ControllerSettings(resync_period=600)  # no resync to the rescue
+    replica = runner.ElectedController(
+        cp, True, election.ElectionConfig(lease, "default", identity="standby",
+                                          lease_duration=3.0, renew_deadline=2.0,
+                                          retry_period=0.5),
+        clocks.Clock(),
+        make=lambda term: controller.MCIController(term, provider, settings, mci_metrics),
+        leader_gauge=mci_metrics.is_leader, metrics=runner.ProcessMetrics(registry),
+        term=runner.TermSettings(controller.COMPONENT), on_stop=mci_metrics.clear, standby=True)
+    task = asyncio.create_task(replica.run())
+    try:
+        await k.eventually(lambda: _synced(replica))
+        yield replica
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await cp.delete(resources.LEASES, lease, namespace="default", missing_ok=True)
+
+
+async def _synced(replica: runner.ElectedController) -> bool:
+    return replica.current is not None and replica.current.synced
+
+
+async def test_actions_changed_while_a_reconcile_locates_the_mci_there_are_not_lost(
+    cp: kube.ApiClient, members: dict[str, kube.ApiClient],
+) -> None:
+    # A reconcile reads the Clusters' remedy actions, then awaits the load balancer.
+    # A Cluster whose actions change meanwhile must find the MCI located there, also
+    # when that very reconcile is the one moving it there (here: its binding adds
+    # member2). In a standby nothing else brings the MCI back before the resync.
+    service, name = testkit.unique("held"), testkit.unique("held")
+    key, binding = f"default/{name}", f"{service}-service"
+    provider = _HeldProvider()
+    for cluster, address in (("member1", "198.18.41.10"), ("member2", "198.18.42.10")):
+        await k.make_service(members[cluster], service, [(address, 8080)])
+    await cp.create(resources.RESOURCE_BINDINGS, {
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": binding, "namespace": "default"},
+        "spec": {"resource": {"apiVersion": "v1", "kind": "Service", "name": service,
+                              "namespace": "default"},
+                 "clusters": [{"name": "member1"}]}})
+    await cp.create(resources.MULTI_CLUSTER_INGRESSES, k.mci_body(name, service, "held.example"))
+    try:
+        async with standing_by(cp, provider) as replica:
+            def serving(clusters: set[str]) -> bool:
+                specs = [s for s in provider.calls_of("ensure_load_balancer")
+                         if isinstance(s, base.LoadBalancerSpec) and s.key == key]
+                return bool(specs) and {e.cluster for e in specs[-1].backends[
+                    f"{service}:80"].endpoints} == clusters
+            await k.eventually(lambda: serving({"member1"}))
+
+            provider.armed = True  # the reconcile that locates member2 waits in the provider
+            await cp.patch(resources.RESOURCE_BINDINGS, binding,
+                           {"spec": {"clusters": [{"name": "member1"}, {"name": "member2"}]}},
+                           namespace="default")
+            await asyncio.wait_for(provider.holding.wait(), 20)
+            await k.set_actions(cp, "member2", ["TrafficControl"])
+
+            def seen() -> bool:  # the standby's cache, and so its handlers, saw the change
+                current = replica.current
+                assert isinstance(current, controller.MCIController)
+                obj = current.clusters.store.get("member2") or {}
+                return (obj.get("status") or {}).get("remedyActions") == ["TrafficControl"]
+            await k.eventually(seen)
+            provider.release.set()
+            await k.eventually(lambda: last_spec(provider, key).blocked_clusters == {"member2"})
+            assert serving({"member1", "member2"})
+    finally:
+        provider.release.set()
+        await k.set_actions(cp, "member2", [])
+        await cp.delete(resources.MULTI_CLUSTER_INGRESSES, name, namespace="default",
+                        missing_ok=True)
+        await cp.delete(resources.RESOURCE_BINDINGS, binding, namespace="default",
+                        missing_ok=True)
+        for cluster in ("member1", "member2"):
+            await k.delete_service(members[cluster], service)

@@ -157,7 +157,10 @@ async def test_every_replica_programs_its_haproxy_and_only_the_leader_writes(
             return all(s.get(member1) in ("drain", "maint") and
                        s.get(ADDRESSES["member2"]) == "ready" for s in servers)
 
-        await k.eventually(both_blocked)
+        try:
+            await k.eventually(both_blocked)
+        except AssertionError as exc:  # say what each side saw (a CI run once timed out here)
+            raise AssertionError(f"{exc}; {await _blocking_state(cp, replicas)}") from exc
 
         async def reported(clusters: list[str]) -> bool:
             return (await k.mci_status(cp, name)).get("trafficBlockClusters") == clusters
@@ -180,6 +183,21 @@ async def test_every_replica_programs_its_haproxy_and_only_the_leader_writes(
         await k.set_actions(cp, "member1", [])
         await k.eventually(lambda: _unblocked(cp, name))
         await k.eventually(lambda: _serves(standby, everything))
+
+
+async def _blocking_state(cp: kube.ApiClient, replicas: list[Replica]) -> str:
+    """member1 as the server, each replica's cache and each HAProxy see it."""
+    cluster = await cp.get(resources.CLUSTERS, "member1")
+    seen = [f"server: remedyActions={cluster.get('status', {}).get('remedyActions')} "
+            f"managers={[f.get('manager') for f in cluster['metadata'].get('managedFields', [])]}"]
+    for index, replica in enumerate(replicas):
+        current = replica.elected.current
+        cached = (current.clusters.store.get("member1", {}).get("status", {})
+                  .get("remedyActions") if isinstance(current, controller.MCIController)
+                  else "no controller")
+        seen.append(f"replica {index} (leading={replica.leading}): cache remedyActions="
+                    f"{cached}, servers={await replica.servers()}")
+    return "; ".join(seen)
 
 
 async def _writing_and_synced(elected: runner.ElectedController) -> bool:

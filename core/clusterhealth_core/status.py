@@ -179,8 +179,15 @@ class StatusWriter:
         return "status" if self.kind.status_subresource else None
 
     async def write(self, name: str, status: Mapping[str, Any], *,
-                    namespace: str | None = None) -> dict[str, Any] | None:
+                    namespace: str | None = None,
+                    cached: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """Make this writer's fields equal ``status`` (absent ones removed).
+
+        ``cached``: the object as an informer holds it (whole, not transformed).
+        Where the write reads, modifies and writes (atomic conditions, as on
+        Karmada's CRDs), it starts from that object instead of a ``GET``, as
+        client-go's controllers do; a stale one costs a Conflict, then a read.
+        Only used with a status subresource (the write then carries nothing else).
 
         Returns the object as written, or None when nothing is writable here.
         """
@@ -191,7 +198,8 @@ class StatusWriter:
             # An apply that gives up every field can leave ``status: null``, which a
             # schema without ``nullable`` rejects: such removals are read-modify-writes.
             if self.merge_conditions or (not wanted and not self.status_nullable):
-                return await self._read_modify_write(name, wanted, namespace)
+                return await self._read_modify_write(
+                    name, wanted, namespace, cached if self._subresource else None)
             metadata: dict[str, Any] = {"name": name}
             if namespace is not None:
                 metadata["namespace"] = namespace
@@ -252,10 +260,14 @@ class StatusWriter:
             f"({exc}): the server does not serve its status this way") from exc
 
     async def _read_modify_write(self, name: str, wanted: Mapping[str, Any],
-                                 namespace: str | None) -> dict[str, Any]:
+                                 namespace: str | None,
+                                 cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
         last: errors.Conflict | None = None
         for attempt in range(CONFLICT_ATTEMPTS):
-            live = await self.api.get(self.kind.resource, name, namespace=namespace)
+            live = ({"apiVersion": self.kind.resource.api_version,  # a list's items lack it
+                     "kind": self.kind.resource.kind, **cached}
+                    if attempt == 0 and cached is not None
+                    else await self.api.get(self.kind.resource, name, namespace=namespace))
             current = dict(live.get("status") or {})
             mine = self.condition_types | {str(c.get("type"))
                                            for c in wanted.get("conditions") or []}
@@ -267,6 +279,8 @@ class StatusWriter:
                                              subresource=self._subresource)
             except errors.Conflict as exc:
                 last = exc
+                if attempt == 0 and cached is not None:
+                    continue  # the cache was behind: read the server now
                 pause = min(CONFLICT_PAUSE_MAX, CONFLICT_PAUSE * 2 ** attempt)
                 await asyncio.sleep(random.uniform(pause / 2, pause))
         assert last is not None

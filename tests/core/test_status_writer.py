@@ -278,3 +278,40 @@ def test_a_nested_field_the_server_cannot_take_is_left_out_and_reported(
     reported = registry.get_sample_value("clusterhealth_schema_unsupported_field", {
         "resource": kind.resource.crd_name, "field": "top.lists.parts"})
     assert reported == (None if taken else 1.0)
+
+
+async def test_a_cached_object_saves_the_read_and_a_stale_one_costs_a_conflict(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Atomic conditions are read, merged and written back: from the informer's copy
+    # when the caller gives it (no GET), from the server when that copy was stale.
+    name = f"c-{uuid.uuid4().hex[:6]}"
+    created = await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
+                                       "metadata": {"name": name}})
+    kind = test_kinds["atomics"]
+    agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
+                                frozenset({"DNSReady"}))
+    karmada = status.StatusWriter(cp, kind, "karmada", frozenset({"conditions"}),
+                                  frozenset({"Ready"}))
+    reads: list[str] = []
+    real_get = cp.get
+
+    async def counted_get(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        reads.append(str(args[1]))
+        return await real_get(*args, **kwargs)
+
+    monkeypatch.setattr(cp, "get", counted_get)
+    fresh = await karmada.write(name, {"conditions": [_condition("Ready", "True")]},
+                                cached=created)
+    assert fresh is not None and reads == []  # one PUT, no GET
+    written = await agent.write(name, {"conditions": [_condition("DNSReady", "False")]},
+                                cached=fresh)
+    assert written is not None and reads == []
+    # ``created`` is two writes behind: a Conflict, one read, Karmada's condition kept
+    final = await agent.write(name, {"conditions": [_condition("DNSReady", "True")]},
+                              cached=created)
+    assert final is not None and reads == [name]
+    assert {c["type"]: c["status"] for c in final["status"]["conditions"]} == {
+        "Ready": "True", "DNSReady": "True"}
+    monkeypatch.undo()
+    assert (await cp.get(ATOMIC, name))["status"] == final["status"]

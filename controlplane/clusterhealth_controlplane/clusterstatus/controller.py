@@ -226,7 +226,7 @@ class ClusterStatusController(manager.Controller):
     async def _write(self, cluster: Mapping[str, Any], wanted: Mapping[str, Any]) -> None:
         with contextlib.suppress(errors.NotFound):  # deleted meanwhile
             await self.controller.writer(resources.CLUSTERS, FIELD_MANAGER).write(
-                str(cluster["metadata"]["name"]), wanted)
+                str(cluster["metadata"]["name"]), wanted, cached=cluster)
 
     def _after(self, cluster: Mapping[str, Any], before: decision.Observation | None,
                ready: decision.Observation) -> None:
@@ -258,7 +258,7 @@ class ClusterStatusController(manager.Controller):
                                          self.term.clock.now())
             with contextlib.suppress(errors.NotFound):
                 await self.controller.writer(resources.CLUSTERS, MONITOR_FIELD_MANAGER).write(
-                    name, {"conditions": [written]})
+                    name, {"conditions": [written]}, cached=cluster)
             self._after(cluster, seen, ready)
         elif seen is not None:
             self._after(cluster, seen, seen)

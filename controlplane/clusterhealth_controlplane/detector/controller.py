@@ -166,7 +166,7 @@ class Detector(manager.Controller):
             return None
         with contextlib.suppress(errors.NotFound):  # deleted meanwhile
             await writer.write(name, {"conditions": [c.to_dict() for c in kept]},
-                               namespace=namespace or None)
+                               namespace=namespace or None, cached=obj)
         return None
 
     async def _write_claim(self, resource: resources.Resource, obj: Mapping[str, Any],

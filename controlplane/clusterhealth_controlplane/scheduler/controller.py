@@ -256,7 +256,8 @@ class Scheduler(builder.Declared):
         self.placements = Placements()
         self.writes = statuswrites.StatusWrites(
             CONTROLLER, self.clock, settings.workers, settings.status_delay,
-            queued=lambda: len(self.controller.queue), writer=lambda r: self.controller.writer(r))
+            queued=lambda: len(self.controller.queue), writer=lambda r: self.controller.writer(r),
+            cached=self._object)
         """Status writes, deferred behind a backlog (see "Placement first")."""
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
@@ -388,6 +389,7 @@ class Scheduler(builder.Declared):
                         for t in binding.spec.clusters)
         generation = metadata.generation
         changed = current != result.targets or _applied(obj) != canonical
+        latest = obj  # the binding as last read or written (its status write starts there)
         if changed:
             # The update event of our own write may be handled before the apply returns:
             # expect its generation now, correct it below.
@@ -400,7 +402,7 @@ class Scheduler(builder.Declared):
                 kind.resource,
                 {"metadata": ident, "spec": {"clusters": adapt.targets_wire(result.targets)}},
                 field_manager=FIELD_MANAGER, force=True)
-            generation = _generation(written)
+            generation, latest = _generation(written), written
             if _inputs(written) == _inputs(obj):
                 # Nobody else changed the spec in between: the update event of this
                 # generation needs no decision (Karmada's scheduler decides it again).
@@ -425,7 +427,8 @@ class Scheduler(builder.Declared):
         if up_to_date:
             return
         desired["lastScheduledTime"] = meta.format_time(self._now())
-        await self.writes.write(key, kind.resource, metadata, desired)
+        await self.writes.write(key, kind.resource, metadata, desired,
+                                latest=latest)
 
     async def _unschedulable(self, key: str, kind: _Kind, obj: Mapping[str, Any], binding: Binding,
                              result: algorithm.Unschedulable,
@@ -446,7 +449,8 @@ class Scheduler(builder.Declared):
         self.recorder.record(obj, "Warning", "ScheduleBindingFailed", result.message)
         try:
             if _comparable(live.get("conditions")) != _comparable(desired["conditions"]):
-                await self.writes.write(key, kind.resource, binding.metadata, desired)
+                await self.writes.write(key, kind.resource, binding.metadata, desired,
+                                        latest=obj)
         except kube_errors.NotFound:
             return None
         except Exception:
@@ -483,7 +487,7 @@ class Scheduler(builder.Declared):
         desired["schedulerObservedGeneration"] = generation
         desired["conditions"] = [scheduled.to_dict()]
         try:
-            await self.writes.write(key, kind.resource, binding.metadata, desired)
+            await self.writes.write(key, kind.resource, binding.metadata, desired, latest=obj)
         except kube_errors.NotFound:
             return
 

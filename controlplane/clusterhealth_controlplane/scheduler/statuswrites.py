@@ -52,12 +52,15 @@ class StatusWrites:
 
     ``name``: the controller's (its workers' task names); ``queued()``: how many
     requests wait in the scheduler's queue (the backlog);
-    ``writer(resource)``: the scheduler's status writer of that kind.
+    ``writer(resource)``: the scheduler's status writer of that kind;
+    ``cached(key)``: the binding as the cache holds it now (a deferred write starts
+    from it instead of a read, where the writer reads: see ``StatusWriter.write``).
     """
 
     def __init__(self, name: str, clock_: clock.Clock, workers: int, delay: float, *,
                  queued: Callable[[], int],
-                 writer: Callable[[resources.Resource], status.StatusWriter]) -> None:
+                 writer: Callable[[resources.Resource], status.StatusWriter],
+                 cached: Callable[[str], Mapping[str, Any] | None] = lambda key: None) -> None:
         self.name = name
         self.clock = clock_
         self.workers = workers
@@ -65,6 +68,7 @@ class StatusWrites:
         """Seconds a status write may be deferred behind a backlog of placements."""
         self._queued = queued
         self._writer = writer
+        self._cached = cached
         self.pending: dict[str, _Pending] = {}
         """Deferred status writes by key, oldest first."""
         self._writing: set[str] = set()
@@ -82,12 +86,17 @@ class StatusWrites:
         return obj.get("status") or {}
 
     async def write(self, key: str, resource: resources.Resource, metadata: meta.ObjectMeta,
-                    desired: Mapping[str, Any]) -> None:
-        """Write now when nothing waits in the queue; else defer."""
+                    desired: Mapping[str, Any], *, latest: Mapping[str, Any] | None = None
+                    ) -> None:
+        """Write now when nothing waits in the queue; else defer.
+
+        ``latest``: the binding as last read or written (a write now starts from it).
+        """
         name, namespace = metadata.name, metadata.namespace or None
         pending = self.pending.get(key)
         if pending is None and not self._queued():
-            await self._writer(resource).write(name, desired, namespace=namespace)
+            await self._writer(resource).write(name, desired, namespace=namespace,
+                                               cached=latest)
             return
         if pending is None:
             self.pending[key] = _Pending(resource, name, namespace, desired,
@@ -127,7 +136,8 @@ class StatusWrites:
             self._writing.add(key)
             try:
                 await self._writer(pending.resource).write(
-                    pending.name, desired, namespace=pending.namespace)
+                    pending.name, desired, namespace=pending.namespace,
+                    cached=self._cached(key))
             except asyncio.CancelledError:
                 raise
             except kube_errors.NotFound:

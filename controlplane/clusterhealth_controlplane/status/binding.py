@@ -93,7 +93,7 @@ class BindingStatusController(manager.Controller):
         with contextlib.suppress(errors.NotFound):
             await self.controller.writer(target).write(
                 ref.name, {"aggregatedStatus": items, "conditions": [condition]},
-                namespace=ref.namespace or None)
+                namespace=ref.namespace or None, cached=found)
 
     async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
                               ) -> reconcile.Result | None:

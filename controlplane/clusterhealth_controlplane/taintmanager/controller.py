@@ -379,7 +379,7 @@ class TaintManager(manager.Controller):
         if current is not None and current.to_dict() == kept[0].to_dict():
             return
         try:
-            await writer.write(name, {"conditions": [c.to_dict() for c in kept]})
+            await writer.write(name, {"conditions": [c.to_dict() for c in kept]}, cached=obj)
         except errors.NotFound:
             return
         turned = current is None or current.status != wanted.status

@@ -26,7 +26,11 @@ and keeps its ``reconcile(request) -> Result`` and its decision.
   status write": :data:`SPEC`, :func:`generation_changed`), and
   :data:`not_modified` keeps only additions and deletions.
 * An ``observe`` function sees every event of a watch, predicates aside
-  (indexes and gauges that must follow each version).
+  (indexes and gauges that must follow each version); an ``on_deleted`` hook
+  is told the request of each object deleted (what was kept for it goes).
+* Map functions for ``watches``: :func:`every` (every object of a cache: a
+  change that concerns them all) and :func:`by_name` (what an index says
+  points at the object's name: the MCIs located on a Cluster).
 * ``for_``, ``owns`` and ``watches`` take one source or several (a tuple: the
   kinds followed alike, such as both binding kinds), and ``status`` one
   resource or several: one declaration, not one line per kind.
@@ -176,6 +180,24 @@ def not_deleted(event: Event) -> bool:
 def to_self(event: Event) -> Iterable[Request]:
     """The object itself (``for_``)."""
     return (Request.of(event.obj),)
+
+
+def every(source: informer.Informer) -> MapFunc:
+    """A map function: every object ``source`` holds, whatever the event (all concerned)."""
+    def map_fn(event: Event) -> list[Request]:
+        return [Request.parse(key) for key in list(source.store)]
+    return map_fn
+
+
+def by_name(lookup: Callable[[str], Iterable[str | Request]]) -> MapFunc:
+    """A map function: what ``lookup(name)`` names for the object's name (keys are parsed).
+
+    An index's answer to "what points at this object" (the MCIs located on a Cluster).
+    """
+    def map_fn(event: Event) -> list[Request]:
+        return [found if isinstance(found, Request) else Request.parse(found)
+                for found in lookup(str(event.obj["metadata"]["name"]))]
+    return map_fn
 
 
 class Index(Generic[K, V]):
@@ -328,11 +350,15 @@ class Watch:
     observe: Observer | None = None
     delay: float = 0.0
     """Seconds the requests wait in the queue (coalescing a burst of changes)."""
+    on_deleted: Callable[[Request], object] | None = None
+    """Told the request of each object deleted (after ``observe``, predicates aside)."""
 
     def requests(self, event: Event) -> Iterable[Request]:
         """The requests one event makes (none when a predicate drops it)."""
         if self.observe is not None:
             self.observe(event)
+        if self.on_deleted is not None and event.type == DELETED:
+            self.on_deleted(Request.of(event.obj))
         if all(p(event) for p in self.predicates):
             return self.map(event)
         return ()
@@ -518,9 +544,11 @@ class Builder:
         return source
 
     def for_(self, source: Sources, *predicates: Predicate,
-             observe: Observer | None = None, delay: float = 0.0) -> Builder:
+             observe: Observer | None = None, delay: float = 0.0,
+             on_deleted: Callable[[Request], object] | None = None) -> Builder:
         """The kind this controller reconciles: each of its objects is a request."""
-        return self.watches(source, to_self, *predicates, observe=observe, delay=delay)
+        return self.watches(source, to_self, *predicates, observe=observe, delay=delay,
+                            on_deleted=on_deleted)
 
     def owns(self, source: Sources,
              owner: Callable[[informer.Object], Request | None], *predicates: Predicate,
@@ -533,14 +561,18 @@ class Builder:
 
     def watches(self, source: Sources, map_fn: MapFunc,
                 *predicates: Predicate, observe: Observer | None = None,
-                delay: float = 0.0) -> Builder:
+                delay: float = 0.0,
+                on_deleted: Callable[[Request], object] | None = None) -> Builder:
         """Any other kind: ``map_fn(event)`` says which requests a change makes.
 
         ``delay``: the requests wait that long in the queue (the earliest wins).
+        ``on_deleted(request)``: called for each object deleted, after ``observe``,
+        whatever the predicates say (forget what was kept for it).
         A tuple of sources: each watched the same way, in that order.
         """
         for one in source if isinstance(source, tuple) else (source,):
-            self._watches.append(Watch(self._informer(one), map_fn, predicates, observe, delay))
+            self._watches.append(Watch(self._informer(one), map_fn, predicates, observe, delay,
+                                       on_deleted))
         return self
 
     def uses(self, source: resources.Resource | informer.Informer) -> Builder:

@@ -156,7 +156,7 @@ class MCIController(builder.Declared):
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)
             .watches(self.mcis, self._mci_changed)
-            .watches(self.clusters, self._located_on,  # what moves the MCIs located there:
+            .watches(self.clusters, builder.by_name(self.routes.located_on),  # moved by:
                      builder.changed(lambda c: (c.get("status") or {}).get("remedyActions")),
                      observe=self.members.cluster_changed)
             .uses(self.members.secrets)
@@ -206,10 +206,6 @@ class MCIController(builder.Declared):
             self.controller.enqueue_after(builder.Request.parse(key),
                                           self.settings.drain_timeout + 1.0)
         return full
-
-    def _located_on(self, event: builder.Event) -> Iterable[builder.Request]:
-        """The MCIs located on a Cluster (whose ``remedyActions`` changed)."""
-        return map(builder.Request.parse, self.routes.located_on(event.obj["metadata"]["name"]))
 
     def _service_changed(self, namespace: str, service: str) -> None:
         for key in self.routes.using(namespace, service):

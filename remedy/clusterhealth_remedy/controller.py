@@ -195,7 +195,7 @@ class RemedyController(builder.Declared):
         self.cluster_controller = (
             builder.Builder(CLUSTER_CONTROLLER, term, workers=settings.workers)
             .for_(self.clusters, builder.not_deleted, self._cluster_changed,
-                  observe=self._cluster_gone)
+                  on_deleted=self._cluster_gone)
             .watches(self.remedies, self._clusters_affected, builder.SPEC,
                      observe=self._index_remedy)
             .status(resources.CLUSTERS, FIELD_MANAGER, frozenset(OWNED_FIELDS))
@@ -206,7 +206,7 @@ class RemedyController(builder.Declared):
         self.remedy_controller = (
             builder.Builder(REMEDY_CONTROLLER, term, workers=1)
             .for_(self.remedies, builder.not_deleted, builder.SPEC)
-            .watches(self.clusters, self._remedies_naming, builder.not_modified)
+            .watches(self.clusters, builder.by_name(self.remedy_index.naming), builder.not_modified)
             .status(resources.REMEDIES, FIELD_MANAGER,
                     frozenset({"conditions", "activeClusters", "activeClusterCount"}),
                     frozenset(CONDITION_TYPES))
@@ -238,19 +238,12 @@ class RemedyController(builder.Declared):
                 or condition_statuses(event.obj) != condition_statuses(event.old)
                 or known is None or self._disturbed(name, owned_status(event.obj), known))
 
-    def _cluster_gone(self, event: builder.Event) -> None:
-        if event.type != builder.DELETED:
-            return
-        name = str(event.obj["metadata"]["name"])
-        gone = self.decisions.remove(name)
+    def _cluster_gone(self, request: builder.Request) -> None:
+        gone = self.decisions.remove(request.name)
         if gone is not None:
-            self.metrics.forget(name)
+            self.metrics.forget(request.name)
             for match in gone.matches:
                 self.remedy_controller.enqueue(builder.Request.parse(match.remedy))
-
-    def _remedies_naming(self, event: builder.Event) -> Iterable[builder.Request]:
-        names = self.remedy_index.naming(str(event.obj["metadata"]["name"]))
-        return map(builder.Request.parse, names)
 
     def _disturbed(self, name: str, owned: Mapping[str, Any], known: decision.Decision) -> bool:
         """Whether our fields on a Cluster differ from what we decided (or are writing).

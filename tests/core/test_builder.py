@@ -79,6 +79,32 @@ def test_a_watch_observes_every_event_and_maps_only_what_its_predicates_keep() -
     assert seen == ["MODIFIED", "MODIFIED"]
 
 
+def test_on_deleted_is_told_each_deleted_object_whatever_the_predicates() -> None:
+    gone: list[builder.Request] = []
+    watch = builder.Watch(cast(informer.Informer, None), builder.to_self, (builder.not_deleted,),
+                          on_deleted=gone.append)
+    assert list(watch.requests(builder.Event("MODIFIED", SPEC_CHANGE, SPEC_A))) == [
+        builder.Request("ns", "a")]
+    assert gone == []
+    assert list(watch.requests(builder.Event("DELETED", SPEC_A, None))) == []
+    assert gone == [builder.Request("ns", "a")]
+
+
+def test_every_and_by_name_map_an_event_to_what_a_cache_or_an_index_names() -> None:
+    cache = FakeInformer()
+    cache.store = {"ns/a": obj("a", "ns"), "b": obj("b")}
+    every = builder.every(cast(informer.Informer, cache))
+    event = builder.Event("ADDED", obj("cluster-1"), None)
+    assert every(event) == [builder.Request("ns", "a"), builder.Request("", "b")]
+    cache.store.pop("b")  # read at each event, not when declared
+    assert every(event) == [builder.Request("ns", "a")]
+    index: dict[str, list[str | builder.Request]] = {
+        "cluster-1": ["ns/x", builder.Request("", "y", "Kind")]}
+    by_name = builder.by_name(lambda name: index.get(name, []))
+    assert by_name(event) == [builder.Request("ns", "x"), builder.Request("", "y", "Kind")]
+    assert by_name(builder.Event("DELETED", obj("cluster-2"), None)) == []
+
+
 class FakeInformer:
     """An informer's surface as the builder uses it: handlers, a store, a synced flag."""
 

@@ -42,13 +42,10 @@ def _describe(taint: cluster.Taint) -> str:
     return f"{taint.key}{value}:{taint.effect}"
 
 
-def _watched(obj: informer.Object | None) -> tuple[Any, ...]:
+def _watched(obj: informer.Object) -> tuple[Any, ...]:
     """What a Cluster's taints depend on: conditions, spec (taints, fields), labels."""
-    if obj is None:
-        return ()
     return ((obj.get("status") or {}).get("conditions"), obj.get("spec"),
-            (obj.get("metadata") or {}).get("labels"),
-            (obj.get("metadata") or {}).get("deletionTimestamp"))
+            builder.meta(obj, "labels"), builder.meta(obj, "deletionTimestamp"))
 
 
 class TaintGauge:

@@ -179,10 +179,7 @@ class FailbackController(manager.Controller):
         return found
 
     def _on_policy(self, event: builder.Event) -> list[builder.Request]:
-        meta = event.obj.get("metadata") or {}
-        kind = "PropagationPolicy" if meta.get("namespace") else "ClusterPropagationPolicy"
-        wanted = f"{kind}/{meta['namespace']}/{meta['name']}" if meta.get("namespace") \
-            else f"{kind}/{meta['name']}"
+        wanted = informer.key_of(event.obj)
         return [_request(key) for key, found in self._all_bindings()
                 if decision.policy_key(found) == wanted and _interesting(found)]
 
@@ -195,12 +192,7 @@ class FailbackController(manager.Controller):
 
     def _policy(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         key = decision.policy_key(obj)
-        if key is None:
-            return None
-        parts = key.split("/")
-        if parts[0] == "PropagationPolicy":
-            return self.policies.get(builder.Request(parts[1], parts[2]))
-        return self.policies.get(builder.Request("", parts[1]))
+        return None if key is None else self.policies.get(builder.Request.parse(key))
 
     def _states(self, obj: Mapping[str, Any]) -> dict[str, decision.ClusterState]:
         """The recorded (and newly evicted) clusters that exist, as :func:`decision.plan` needs."""

@@ -83,14 +83,17 @@ def opted_in(policy_obj: Mapping[str, Any] | None) -> bool:
 
 
 def policy_key(binding: Mapping[str, Any]) -> str | None:
-    """``PropagationPolicy/ns/name`` or ``ClusterPropagationPolicy/name`` claiming the binding."""
+    """The policy claiming the binding, keyed as its cache keys it.
+
+    ``ns/name`` for a PropagationPolicy, ``name`` for a ClusterPropagationPolicy.
+    """
     meta_ = binding.get("metadata") or {}
     marks = {**(meta_.get("labels") or {}), **(meta_.get("annotations") or {})}
     if marks.get(PP_NAME):
         namespace = marks.get(PP_NAMESPACE) or meta_.get("namespace")
-        return f"PropagationPolicy/{namespace}/{marks[PP_NAME]}"
+        return f"{namespace}/{marks[PP_NAME]}"
     if marks.get(CPP_NAME):
-        return f"ClusterPropagationPolicy/{marks[CPP_NAME]}"
+        return str(marks[CPP_NAME])
     return None
 
 

@@ -43,12 +43,9 @@ class NamespaceSyncController(manager.Controller):
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.namespaces, builder.changed(_carried))  # not a status write
-            .watches(self.clusters, self._every_namespace, builder.not_modified)
+            .watches(self.clusters, builder.every(self.namespaces), builder.not_modified)
             .owns(self.works, _source, builder.SPEC, observe=self.index.observe)
             .complete(self.reconcile_namespace))
-
-    def _every_namespace(self, event: builder.Event) -> list[builder.Request]:
-        return [builder.Request("", name) for name in list(self.namespaces.store)]
 
     # --- reconcile ----------------------------------------------------------
 

@@ -101,10 +101,10 @@ def test_the_opt_in_is_the_policy_annotation_set_to_true(value: str | None,
 
 
 def test_the_binding_names_its_policy_by_the_detectors_claim() -> None:
-    assert decision.policy_key(binding()) == "PropagationPolicy/default/pp"
+    assert decision.policy_key(binding()) == "default/pp"
     crb = {"metadata": {"name": "x", "annotations": {
         "clusterpropagationpolicy.karmada.io/name": "cpp"}}}
-    assert decision.policy_key(crb) == "ClusterPropagationPolicy/cpp"
+    assert decision.policy_key(crb) == "cpp"
     assert decision.policy_key({"metadata": {"name": "x"}}) is None
 
 

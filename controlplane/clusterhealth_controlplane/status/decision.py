@@ -33,19 +33,18 @@ from typing import Any
 
 from clusterhealth_controlplane import wiretime
 from clusterhealth_core import text
-from clusterhealth_core.api import groups, work
 
-APPLIED = groups.CONDITION_APPLIED
-FULLY_APPLIED = groups.CONDITION_FULLY_APPLIED
+APPLIED = "Applied"
+FULLY_APPLIED = "FullyApplied"
 FULLY_APPLIED_SUCCESS = "FullyAppliedSuccess"
 FULLY_APPLIED_FAILED = "FullyAppliedFailed"
 FULLY_APPLIED_SUCCESS_MESSAGE = "All works have been successfully applied"
 FULLY_APPLIED_FAILED_MESSAGE = "Failed to apply all works, see status.aggregatedStatus for details"
 TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
 
-HEALTHY = work.ResourceHealth.HEALTHY.value
-UNHEALTHY = work.ResourceHealth.UNHEALTHY.value
-UNKNOWN = work.ResourceHealth.UNKNOWN.value
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+UNKNOWN = "Unknown"
 
 APPLIED_MESSAGE_LIMIT = 2048
 """Characters of one ``aggregatedStatus[].appliedMessage`` at most."""

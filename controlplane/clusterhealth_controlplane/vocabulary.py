@@ -22,6 +22,16 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# the binding's and the Work's condition types, and a member object's health in
+# aggregatedStatus (Karmada's spellings; core's api.groups and api.work have them too, but
+# the pure decision modules may not import the core's API package, which reaches kube)
+SCHEDULED = "Scheduled"
+FULLY_APPLIED = "FullyApplied"
+APPLIED = "Applied"
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+UNKNOWN = "Unknown"
+
 EXECUTION_SPACE_PREFIX = "karmada-es-"
 EXECUTION_FINALIZER = "karmada.io/execution-controller"
 """Karmada's finalizer on a Work: the member objects go before the Work does."""

@@ -27,15 +27,7 @@ def make_provider(settings: mci_settings.MCISettings, clock: clocks.Clock,
     if settings.provider == "fake":
         return fake.FakeProvider(drain_timeout=settings.drain_timeout, clock=clock)
     try:
-        layout = haproxy_config.HAProxyLayout(
-            bind_address=settings.haproxy_bind_address,
-            bind_port=settings.haproxy_bind_port,
-            admin_socket=settings.haproxy_socket,
-            map_dir=settings.haproxy_map_dir,
-            slots=settings.haproxy_slots,
-            servers_per_slot=settings.haproxy_servers_per_slot,
-            advertise=settings.haproxy_advertise,
-        )
+        layout = haproxy_config.layout_from(settings, advertise=settings.haproxy_advertise)
     except ValueError as exc:
         raise runner.StartupError(f"HAProxy layout: {exc}") from exc
     return haproxy_provider.HAProxyProvider(settings.haproxy_socket, layout,

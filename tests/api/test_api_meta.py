@@ -155,3 +155,28 @@ def test_bound_message() -> None:
     assert len(cut) == meta.MAX_CONDITION_MESSAGE
     assert cut.endswith(f"(cut from {len(long)} characters)")
     assert meta.bound_message("abcdef", limit=3) == "abc"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Shared(meta.Object):
+    spec: meta.Condition = meta.spec()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Pinned(_Shared, resource=groups.WORK):
+    """A kind named by its resource."""
+
+
+def test_a_kind_named_by_its_resource_pins_api_version_and_kind_before_metadata() -> None:
+    fields = {f.name: f for f in dataclasses.fields(_Pinned)}
+    assert list(fields) == ["api_version", "kind", "metadata", "spec"]
+    assert fields["api_version"].default == fields["api_version"].metadata["const"] == (
+        "work.karmada.io/v1alpha1")
+    assert fields["kind"].default == fields["kind"].metadata["const"] == "Work"
+    # what two kinds share pins nothing: its apiVersion and kind stay required
+    assert dataclasses.fields(_Shared)[0].default is dataclasses.MISSING
+    spec = {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-25T04:05:57Z",
+            "reason": "Probe", "message": ""}
+    assert _Pinned.from_dict({"spec": spec}).kind == "Work"
+    with pytest.raises(meta.ValidationError, match="kind"):
+        _Pinned.from_dict({"kind": "Cluster", "spec": spec})

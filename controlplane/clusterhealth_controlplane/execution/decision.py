@@ -35,7 +35,7 @@ from typing import Any
 from clusterhealth_controlplane import vocabulary, wiretime
 from clusterhealth_core import text
 
-APPLIED = "Applied"
+APPLIED = vocabulary.APPLIED
 APPLIED_SUCCESSFUL = "AppliedSuccessful"
 APPLIED_FAILED = "AppliedFailed"
 APPLIED_MESSAGE = "Manifest has been successfully applied"

@@ -42,11 +42,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clusterhealth_controlplane import wiretime
-
-HEALTHY = "Healthy"
-SCHEDULED = "Scheduled"
-FULLY_APPLIED = "FullyApplied"
+from clusterhealth_controlplane import vocabulary, wiretime
 
 WHY_HEALTHY = "healthy"
 """Ended: the binding is scheduled for its generation and every target is Healthy."""
@@ -101,14 +97,14 @@ def scheduled(binding: Mapping[str, Any]) -> bool:
     """Scheduled for the current generation: observed by the scheduler, ``Scheduled`` True."""
     generation = _int((binding.get("metadata") or {}).get("generation"))
     observed = _int((binding.get("status") or {}).get("schedulerObservedGeneration"))
-    condition = _condition(binding, SCHEDULED)
+    condition = _condition(binding, vocabulary.SCHEDULED)
     return (generation > 0 and observed == generation and condition is not None
             and condition.get("status") == "True")
 
 
 def status_current(binding: Mapping[str, Any]) -> bool:
     """Whether ``aggregatedStatus`` was computed for the binding's current generation."""
-    condition = _condition(binding, FULLY_APPLIED)
+    condition = _condition(binding, vocabulary.FULLY_APPLIED)
     if condition is None:
         return False
     observed = condition.get("observedGeneration")
@@ -124,7 +120,7 @@ def targets_healthy(binding: Mapping[str, Any]) -> bool:
         return False
     health = {str(i.get("clusterName")): i.get("health")
               for i in (binding.get("status") or {}).get("aggregatedStatus") or []}
-    return all(health.get(cluster) == HEALTHY for cluster in targets)
+    return all(health.get(cluster) == vocabulary.HEALTHY for cluster in targets)
 
 
 def replaced(binding: Mapping[str, Any]) -> bool:

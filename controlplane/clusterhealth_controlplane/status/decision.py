@@ -31,20 +31,20 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clusterhealth_controlplane import wiretime
+from clusterhealth_controlplane import vocabulary, wiretime
 from clusterhealth_core import text
 
-APPLIED = "Applied"
-FULLY_APPLIED = "FullyApplied"
+APPLIED = vocabulary.APPLIED
+FULLY_APPLIED = vocabulary.FULLY_APPLIED
 FULLY_APPLIED_SUCCESS = "FullyAppliedSuccess"
 FULLY_APPLIED_FAILED = "FullyAppliedFailed"
 FULLY_APPLIED_SUCCESS_MESSAGE = "All works have been successfully applied"
 FULLY_APPLIED_FAILED_MESSAGE = "Failed to apply all works, see status.aggregatedStatus for details"
 TEMPLATE_GENERATION = "resourcetemplate.karmada.io/generation"
 
-HEALTHY = "Healthy"
-UNHEALTHY = "Unhealthy"
-UNKNOWN = "Unknown"
+HEALTHY = vocabulary.HEALTHY
+UNHEALTHY = vocabulary.UNHEALTHY
+UNKNOWN = vocabulary.UNKNOWN
 
 APPLIED_MESSAGE_LIMIT = 2048
 """Characters of one ``aggregatedStatus[].appliedMessage`` at most."""

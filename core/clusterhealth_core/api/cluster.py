@@ -183,12 +183,8 @@ class ClusterStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Cluster(meta.Object):
+class Cluster(meta.Object, resource=groups.CLUSTER):
     """cluster.karmada.io/v1alpha1 Cluster (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER.api_version)
-    kind: str = wire.pinned("kind", groups.CLUSTER.kind)
-    spec: ClusterSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: ClusterStatus = dataclasses.field(
-        default_factory=ClusterStatus, metadata=wire.json("status")
-    )
+    spec: ClusterSpec = meta.spec()
+    status: ClusterStatus = meta.status(ClusterStatus)

@@ -241,12 +241,8 @@ class MultiClusterIngressStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultiClusterIngress(meta.Object):
+class MultiClusterIngress(meta.Object, resource=groups.MCI):
     """networking.karmada.io/v1alpha1 MultiClusterIngress (namespaced)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.MCI.api_version)
-    kind: str = wire.pinned("kind", groups.MCI.kind)
-    spec: IngressSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: MultiClusterIngressStatus = dataclasses.field(
-        default_factory=MultiClusterIngressStatus, metadata=wire.json("status")
-    )
+    spec: IngressSpec = meta.spec()
+    status: MultiClusterIngressStatus = meta.status(MultiClusterIngressStatus)

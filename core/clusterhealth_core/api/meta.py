@@ -15,11 +15,13 @@ the user's input (3,000 unknown clusters) must never go into a message whole.
 import dataclasses
 import datetime
 import enum
-from collections.abc import Iterable, Mapping
+import inspect
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clusterhealth_core import text
 from clusterhealth_core.api import wire
+from clusterhealth_core.kube import resources
 
 ValidationError = wire.ValidationError
 """Raised by every ``from_dict``; its message starts with the field path."""
@@ -134,8 +136,11 @@ class ObjectMeta(wire.Model):
 class Object(wire.Model):
     """What every top-level kind starts with: Go's embedded ``TypeMeta`` and ``ObjectMeta``.
 
-    A kind subclasses it, pins ``api_version`` and ``kind`` (:func:`wire.pinned`) and adds
-    its ``spec`` and ``status``; the wire keys keep this order.
+    A kind subclasses it naming its resource, ``class Work(meta.Object,
+    resource=groups.WORK)``, which pins ``api_version`` and ``kind`` to the
+    resource's (:func:`wire.pinned`: the default and the ``const``), and adds its
+    ``spec`` (:func:`spec`) and ``status`` (:func:`status`); the wire keys keep
+    this order.
     """
 
     api_version: str = dataclasses.field(metadata=wire.json("apiVersion"))
@@ -143,6 +148,35 @@ class Object(wire.Model):
     metadata: ObjectMeta = dataclasses.field(
         default_factory=ObjectMeta, metadata=wire.json("metadata")
     )
+
+    def __init_subclass__(cls, resource: resources.Resource | None = None,
+                          **kwargs: Any) -> None:
+        """Pin ``api_version`` and ``kind`` of a kind to those of its ``resource``.
+
+        Runs before the subclass's ``@dataclasses.dataclass`` reads its fields, so
+        the two pinned fields are the subclass's own, in their place before
+        ``metadata``; a class without ``resource`` (what two kinds share) pins none.
+        """
+        super().__init_subclass__(**kwargs)
+        if resource is None:
+            return
+        cls.api_version = wire.pinned("apiVersion", resource.api_version)
+        cls.kind = wire.pinned("kind", resource.kind)
+        cls.__annotations__ = {"api_version": str, "kind": str,
+                               **inspect.get_annotations(cls)}
+
+
+def spec() -> Any:
+    """A kind's required ``spec`` field: ``spec: WorkSpec = meta.spec()``."""
+    return dataclasses.field(metadata=wire.json("spec"))
+
+
+def status(factory: Callable[[], wire.Model]) -> Any:
+    """A kind's ``status`` field, empty when absent.
+
+    Declared as ``status: WorkStatus = meta.status(WorkStatus)``.
+    """
+    return dataclasses.field(default_factory=factory, metadata=wire.json("status"))
 
 
 def find_condition(conditions: Iterable[Condition], type: str) -> Condition | None:

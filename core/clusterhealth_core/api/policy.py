@@ -487,26 +487,18 @@ class PropagationPolicyStatus(wire.Model):
 class _Policy(meta.Object):
     """What a PropagationPolicy and a ClusterPropagationPolicy both are: one spec, one status."""
 
-    spec: PropagationSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: PropagationPolicyStatus = dataclasses.field(
-        default_factory=PropagationPolicyStatus, metadata=wire.json("status")
-    )
+    spec: PropagationSpec = meta.spec()
+    status: PropagationPolicyStatus = meta.status(PropagationPolicyStatus)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PropagationPolicy(_Policy):
+class PropagationPolicy(_Policy, resource=groups.PROPAGATION_POLICY):
     """policy.karmada.io/v1alpha1 PropagationPolicy (namespaced: selects in its namespace)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.PROPAGATION_POLICY.api_version)
-    kind: str = wire.pinned("kind", groups.PROPAGATION_POLICY.kind)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterPropagationPolicy(_Policy):
+class ClusterPropagationPolicy(_Policy, resource=groups.CLUSTER_PROPAGATION_POLICY):
     """policy.karmada.io/v1alpha1 ClusterPropagationPolicy (cluster-scoped: selects anywhere)."""
-
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_PROPAGATION_POLICY.api_version)
-    kind: str = wire.pinned("kind", groups.CLUSTER_PROPAGATION_POLICY.kind)
 
 
 class MatchConditionOperator(enum.StrEnum):
@@ -576,9 +568,7 @@ class ClusterTaintPolicySpec(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterTaintPolicy(meta.Object):
+class ClusterTaintPolicy(meta.Object, resource=groups.CLUSTER_TAINT_POLICY):
     """policy.karmada.io/v1alpha1 ClusterTaintPolicy (cluster-scoped; no status, as in Karmada)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_TAINT_POLICY.api_version)
-    kind: str = wire.pinned("kind", groups.CLUSTER_TAINT_POLICY.kind)
-    spec: ClusterTaintPolicySpec = dataclasses.field(metadata=wire.json("spec"))
+    spec: ClusterTaintPolicySpec = meta.spec()

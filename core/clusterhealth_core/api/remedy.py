@@ -140,12 +140,8 @@ class RemedyStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Remedy(meta.Object):
+class Remedy(meta.Object, resource=groups.REMEDY):
     """remedy.karmada.io/v1alpha1 Remedy (cluster-scoped)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.REMEDY.api_version)
-    kind: str = wire.pinned("kind", groups.REMEDY.kind)
-    spec: RemedySpec = dataclasses.field(metadata=wire.json("spec"))
-    status: RemedyStatus = dataclasses.field(
-        default_factory=RemedyStatus, metadata=wire.json("status")
-    )
+    spec: RemedySpec = meta.spec()
+    status: RemedyStatus = meta.status(RemedyStatus)

@@ -115,8 +115,9 @@ def json(
 def pinned(name: str, value: str) -> Any:
     """A field fixed to ``value`` (``apiVersion``, ``kind``): its default and its ``const``.
 
-    Declared as ``api_version: str = wire.pinned("apiVersion", X)``: the value is
-    written once where it was twice (default and constraint) and could drift.
+    A kind gets its two from its resource (``class Work(meta.Object,
+    resource=groups.WORK)``): the value is written once where it was twice
+    (default and constraint) and could drift.
     """
     return dataclasses.field(default=value, metadata=json(name, const=value))
 

@@ -277,26 +277,18 @@ class ResourceBindingStatus(wire.Model):
 class _Binding(meta.Object):
     """What a ResourceBinding and a ClusterResourceBinding both are: one spec, one status."""
 
-    spec: ResourceBindingSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: ResourceBindingStatus = dataclasses.field(
-        default_factory=ResourceBindingStatus, metadata=wire.json("status")
-    )
+    spec: ResourceBindingSpec = meta.spec()
+    status: ResourceBindingStatus = meta.status(ResourceBindingStatus)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ResourceBinding(_Binding):
+class ResourceBinding(_Binding, resource=groups.RESOURCE_BINDING):
     """work.karmada.io/v1alpha2 ResourceBinding (namespaced, beside its template)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.RESOURCE_BINDING.api_version)
-    kind: str = wire.pinned("kind", groups.RESOURCE_BINDING.kind)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClusterResourceBinding(_Binding):
+class ClusterResourceBinding(_Binding, resource=groups.CLUSTER_RESOURCE_BINDING):
     """work.karmada.io/v1alpha2 ClusterResourceBinding (for cluster-scoped templates)."""
-
-    api_version: str = wire.pinned("apiVersion", groups.CLUSTER_RESOURCE_BINDING.api_version)
-    kind: str = wire.pinned("kind", groups.CLUSTER_RESOURCE_BINDING.kind)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -356,12 +348,8 @@ class WorkStatus(wire.Model):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Work(meta.Object):
+class Work(meta.Object, resource=groups.WORK):
     """work.karmada.io/v1alpha1 Work (namespaced, in ``karmada-es-<cluster>``)."""
 
-    api_version: str = wire.pinned("apiVersion", groups.WORK.api_version)
-    kind: str = wire.pinned("kind", groups.WORK.kind)
-    spec: WorkSpec = dataclasses.field(metadata=wire.json("spec"))
-    status: WorkStatus = dataclasses.field(
-        default_factory=WorkStatus, metadata=wire.json("status")
-    )
+    spec: WorkSpec = meta.spec()
+    status: WorkStatus = meta.status(WorkStatus)

@@ -24,7 +24,6 @@ imported only by a process that chooses it.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -91,8 +90,10 @@ class StreamResponse(transport.BodyStream):
         return _translate(exc, self._target)
 
 
-class AiohttpTransport:
+class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
     """Requests to one ``http(s)://host:port[/prefix]`` through one aiohttp session."""
+
+    _ERRORS = _ERRORS
 
     def __init__(
         self,
@@ -106,11 +107,8 @@ class AiohttpTransport:
         max_response_bytes: int = transport.MAX_RESPONSE_BYTES,
         max_line_bytes: int = transport.MAX_LINE_BYTES,
     ) -> None:
-        self.base_url, self.target = transport.split_base_url(base_url)
-        self.proxy = proxy
-        self.connect_timeout = connect_timeout
-        self.max_response_bytes = max_response_bytes
-        self.max_line_bytes = max_line_bytes
+        super().__init__(base_url, proxy=proxy, connect_timeout=connect_timeout,
+                         max_response_bytes=max_response_bytes, max_line_bytes=max_line_bytes)
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else False
         self._max_connections = max_connections
         self._user_agent = user_agent
@@ -143,58 +141,33 @@ class AiohttpTransport:
                 options["proxy_headers"] = dict(self.proxy.headers)
         return options
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        headers: transport.Headers = (),
-        body: bytes | None = None,
-        read_timeout: float | None = 30.0,
-        deadline: float | None = None,
-    ) -> transport.Response:
-        """Send one request and read the whole response.
+    async def _exchange(self, method: str, path: str, query: Mapping[str, str] | None,
+                        headers: transport.Headers, body: bytes | None,
+                        read_timeout: float | None) -> transport.Response:
+        async with self._client().request(method, self.base_url + path, data=body,
+                                          **self._options(query, headers, read_timeout)
+                                          ) as response:
+            found = {k.lower(): v for k, v in response.headers.items()}
+            transport.check_length(found, self.max_response_bytes, self.target)
+            data = await transport.collect(response.content.iter_any(),
+                                           self.max_response_bytes, self.target)
+            return transport.Response(response.status, found, data)
 
-        Each read waits at most ``read_timeout``; everything together at most
-        ``deadline`` seconds (``DeadlineExceeded``).  A body larger than
-        ``max_response_bytes`` is ``TooLarge``.
-        """
-        try:
-            async with transport.deadline_of(deadline, self.target), self._client().request(
-                    method, self.base_url + path, data=body,
-                    **self._options(query, headers, read_timeout)) as response:
-                found = {k.lower(): v for k, v in response.headers.items()}
-                transport.check_length(found, self.max_response_bytes, self.target)
-                data = await transport.collect(response.content.iter_any(),
-                                               self.max_response_bytes, self.target)
-                return transport.Response(response.status, found, data)
-        except transport.TransportError:
-            raise
-        except _ERRORS as exc:
-            raise _translate(exc, self.target) from exc
+    async def _send(self, method: str, path: str, query: Mapping[str, str] | None,
+                    headers: transport.Headers,
+                    idle_timeout: float | None) -> aiohttp.ClientResponse:
+        return await self._client().request(
+            method, self.base_url + path, **self._options(query, headers, idle_timeout))
 
-    @contextlib.asynccontextmanager
-    async def stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        headers: transport.Headers = (),
-        idle_timeout: float | None = None,
-    ) -> AsyncIterator[StreamResponse]:
-        """Send a request and yield the response with its body still to be read."""
-        try:
-            response = await self._client().request(
-                method, self.base_url + path, **self._options(query, headers, idle_timeout))
-        except _ERRORS as exc:
-            raise _translate(exc, self.target) from exc
-        try:
-            yield StreamResponse(response, self.target, max_body=self.max_response_bytes,
-                                 max_line=self.max_line_bytes)
-        finally:
-            response.release()  # aiohttp closes a connection whose body was not read to the end
+    def _body_stream(self, response: aiohttp.ClientResponse) -> transport.BodyStream:
+        return StreamResponse(response, self.target, max_body=self.max_response_bytes,
+                              max_line=self.max_line_bytes)
+
+    async def _release(self, response: aiohttp.ClientResponse) -> None:
+        response.release()  # aiohttp closes a connection whose body was not read to the end
+
+    def _translate(self, exc: BaseException) -> transport.TransportError:
+        return _translate(exc, self.target)
 
     async def close(self) -> None:
         """Close every pooled connection."""

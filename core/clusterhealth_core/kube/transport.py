@@ -34,7 +34,7 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Generic, Literal, Protocol, TypeVar
 
 import httpx
 
@@ -43,6 +43,8 @@ Library = Literal["httpx", "aiohttp"]
 """The HTTP library under a client: httpx (smaller: the agent) or aiohttp (less CPU a request:
 controllers writing thousands of objects); ``docs/decisions/0004-aiohttp-for-controllers.md``."""
 LIBRARIES: tuple[Library, ...] = ("httpx", "aiohttp")
+R = TypeVar("R")
+"""A transport's client library's response."""
 
 KEEPALIVE_IDLE = 15
 KEEPALIVE_INTERVAL = 5
@@ -341,8 +343,94 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     return base_url.rstrip("/"), f"{parsed.hostname}:{parsed.port or default_port}"
 
 
-class HttpTransport:
+class PooledTransport(Generic[R]):
+    """What both transports share: their bounds, the request and stream protocol, the error split.
+
+    A subclass gives its client library's exchange of one whole request
+    (:meth:`_exchange`), the sending of a streamed one (:meth:`_send`), its
+    response as a :class:`BodyStream` (:meth:`_body_stream`) and its release
+    (:meth:`_release`), and the library's errors (``_ERRORS``, turned into a
+    :class:`TransportError` by :meth:`_translate`).
+    """
+
+    _ERRORS: ClassVar[tuple[type[BaseException], ...]]
+
+    def __init__(self, base_url: str, *, proxy: Proxy | None, connect_timeout: float,
+                 max_response_bytes: int, max_line_bytes: int) -> None:
+        self.base_url, self.target = split_base_url(base_url)
+        self.proxy = proxy
+        self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
+        self.max_line_bytes = max_line_bytes
+
+    async def _exchange(self, method: str, path: str, query: Mapping[str, str] | None,
+                        headers: Headers, body: bytes | None,
+                        read_timeout: float | None) -> Response:
+        raise NotImplementedError
+
+    async def _send(self, method: str, path: str, query: Mapping[str, str] | None,
+                    headers: Headers, idle_timeout: float | None) -> R:
+        raise NotImplementedError
+
+    def _body_stream(self, response: R) -> BodyStream:
+        raise NotImplementedError
+
+    async def _release(self, response: R) -> None:
+        raise NotImplementedError
+
+    def _translate(self, exc: BaseException) -> TransportError:
+        raise NotImplementedError
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        headers: Headers = (),
+        body: bytes | None = None,
+        read_timeout: float | None = 30.0,
+        deadline: float | None = None,
+    ) -> Response:
+        """Send one request and read the whole response.
+
+        Each read waits at most ``read_timeout``; everything together at most
+        ``deadline`` seconds (:class:`DeadlineExceeded`).  A body larger than
+        ``max_response_bytes`` is :class:`TooLarge`.
+        """
+        try:
+            async with deadline_of(deadline, self.target):
+                return await self._exchange(method, path, query, headers, body, read_timeout)
+        except TransportError:
+            raise
+        except self._ERRORS as exc:
+            raise self._translate(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        headers: Headers = (),
+        idle_timeout: float | None = None,
+    ) -> AsyncIterator[BodyStream]:
+        """Send a request and yield the response with its body still to be read."""
+        try:
+            response = await self._send(method, path, query, headers, idle_timeout)
+        except self._ERRORS as exc:
+            raise self._translate(exc) from exc
+        try:
+            yield self._body_stream(response)
+        finally:
+            await self._release(response)
+
+
+class HttpTransport(PooledTransport[httpx.Response]):
     """Requests to one ``http(s)://host:port[/prefix]`` through one connection pool."""
+
+    _ERRORS = (httpx.HTTPError, OSError)
 
     def __init__(
         self,
@@ -356,11 +444,8 @@ class HttpTransport:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
-        self.base_url, self.target = split_base_url(base_url)
-        self.proxy = proxy
-        self.connect_timeout = connect_timeout
-        self.max_response_bytes = max_response_bytes
-        self.max_line_bytes = max_line_bytes
+        super().__init__(base_url, proxy=proxy, connect_timeout=connect_timeout,
+                         max_response_bytes=max_response_bytes, max_line_bytes=max_line_bytes)
         self._client = httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(
                 # Never httpx's default (it loads certifi's bundle: time and memory);
@@ -392,62 +477,32 @@ class HttpTransport:
             headers=list(headers), content=body, timeout=self._timeout(read_timeout),
         )
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        headers: Headers = (),
-        body: bytes | None = None,
-        read_timeout: float | None = 30.0,
-        deadline: float | None = None,
-    ) -> Response:
-        """Send one request and read the whole response.
-
-        Each read waits at most ``read_timeout``; everything together at most
-        ``deadline`` seconds (:class:`DeadlineExceeded`).  A body larger than
-        ``max_response_bytes`` is :class:`TooLarge`.
-        """
+    async def _exchange(self, method: str, path: str, query: Mapping[str, str] | None,
+                        headers: Headers, body: bytes | None,
+                        read_timeout: float | None) -> Response:
         request = self._build(method, path, query, headers, body, read_timeout)
+        response = await self._client.send(request, stream=True)
         try:
-            async with deadline_of(deadline, self.target):
-                response = await self._client.send(request, stream=True)
-                try:
-                    check_length(response.headers, self.max_response_bytes, self.target)
-                    content = await collect(response.aiter_raw(), self.max_response_bytes,
-                                            self.target)
-                finally:
-                    await response.aclose()
-        except (httpx.HTTPError, ssl.SSLError) as exc:
-            raise _translate(exc, self.target) from exc
-        except OSError as exc:
-            if isinstance(exc, TransportError):
-                raise
-            raise _translate(exc, self.target) from exc
-        return Response(response.status_code, response.headers, content)
-
-    @contextlib.asynccontextmanager
-    async def stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        headers: Headers = (),
-        idle_timeout: float | None = None,
-    ) -> AsyncIterator[StreamResponse]:
-        """Send a request and yield the response with its body still to be read."""
-        request = self._build(method, path, query, headers, None, idle_timeout)
-        try:
-            response = await self._client.send(request, stream=True)
-        except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
-            raise _translate(exc, self.target) from exc
-        try:
-            yield StreamResponse(response, self.target, max_body=self.max_response_bytes,
-                                 max_line=self.max_line_bytes)
+            check_length(response.headers, self.max_response_bytes, self.target)
+            content = await collect(response.aiter_raw(), self.max_response_bytes, self.target)
         finally:
             await response.aclose()
+        return Response(response.status_code, response.headers, content)
+
+    async def _send(self, method: str, path: str, query: Mapping[str, str] | None,
+                    headers: Headers, idle_timeout: float | None) -> httpx.Response:
+        request = self._build(method, path, query, headers, None, idle_timeout)
+        return await self._client.send(request, stream=True)
+
+    def _body_stream(self, response: httpx.Response) -> BodyStream:
+        return StreamResponse(response, self.target, max_body=self.max_response_bytes,
+                              max_line=self.max_line_bytes)
+
+    async def _release(self, response: httpx.Response) -> None:
+        await response.aclose()
+
+    def _translate(self, exc: BaseException) -> TransportError:
+        return _translate(exc, self.target)
 
     async def close(self) -> None:
         """Close every pooled connection."""

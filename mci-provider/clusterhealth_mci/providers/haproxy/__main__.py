@@ -44,19 +44,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def layout_from(args: argparse.Namespace) -> config.HAProxyLayout:
-    """The layout the flags describe (``ValueError`` for an impossible one)."""
-    return config.HAProxyLayout(
-        bind_address=args.haproxy_bind_address, bind_port=args.haproxy_bind_port,
-        admin_socket=args.haproxy_socket, map_dir=args.haproxy_map_dir,
-        slots=args.haproxy_slots, servers_per_slot=args.haproxy_servers_per_slot)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 after writing, 2 on bad flags or an impossible layout."""
     args = parser().parse_args(argv)
     try:
-        layout = layout_from(args)
+        layout = config.layout_from(args)
     except ValueError as exc:
         print(f"clusterhealth-mci haproxy: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import pathlib
+from typing import Protocol
 
 FRONTEND = "mci"
 DEFAULT_BACKEND = "mci_default"
@@ -149,6 +150,38 @@ class HAProxyLayout:
         if "/" in self.admin_socket:
             return self.admin_socket
         return f"ipv4@{self.admin_socket}"
+
+
+class LayoutFlags(Protocol):
+    """The parsed ``--haproxy-*`` layout flags: the MCI settings, or the config command's."""
+
+    # read-only (properties): the MCI settings are frozen
+    @property
+    def haproxy_bind_address(self) -> str: ...
+    @property
+    def haproxy_bind_port(self) -> int: ...
+    @property
+    def haproxy_socket(self) -> str: ...
+    @property
+    def haproxy_map_dir(self) -> str: ...
+    @property
+    def haproxy_slots(self) -> int: ...
+    @property
+    def haproxy_servers_per_slot(self) -> int: ...
+
+
+def layout_from(flags: LayoutFlags,
+                advertise: tuple[tuple[str, int], ...] = ()) -> HAProxyLayout:
+    """The layout the flags describe (``ValueError`` for an impossible one).
+
+    One mapping of the flags for the provider and for the command writing the
+    ``haproxy.cfg`` it drives, so that the same values given to both cannot disagree.
+    """
+    return HAProxyLayout(
+        bind_address=flags.haproxy_bind_address, bind_port=flags.haproxy_bind_port,
+        admin_socket=flags.haproxy_socket, map_dir=flags.haproxy_map_dir,
+        slots=flags.haproxy_slots, servers_per_slot=flags.haproxy_servers_per_slot,
+        advertise=advertise)
 
 
 def render(layout: HAProxyLayout) -> str:

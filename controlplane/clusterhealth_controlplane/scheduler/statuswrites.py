@@ -43,6 +43,8 @@ class _Pending:
     namespace: str | None
     desired: Mapping[str, Any]
     since: float
+    latest: Mapping[str, Any] | None = None
+    """The binding as last read or written (the write starts from it)."""
     attempts: int = 0
     not_before: float = 0.0
 
@@ -52,15 +54,12 @@ class StatusWrites:
 
     ``name``: the controller's (its workers' task names); ``queued()``: how many
     requests wait in the scheduler's queue (the backlog);
-    ``writer(resource)``: the scheduler's status writer of that kind;
-    ``cached(key)``: the binding as the cache holds it now (a deferred write starts
-    from it instead of a read, where the writer reads: see ``StatusWriter.write``).
+    ``writer(resource)``: the scheduler's status writer of that kind.
     """
 
     def __init__(self, name: str, clock_: clock.Clock, workers: int, delay: float, *,
                  queued: Callable[[], int],
-                 writer: Callable[[resources.Resource], status.StatusWriter],
-                 cached: Callable[[str], Mapping[str, Any] | None] = lambda key: None) -> None:
+                 writer: Callable[[resources.Resource], status.StatusWriter]) -> None:
         self.name = name
         self.clock = clock_
         self.workers = workers
@@ -68,7 +67,6 @@ class StatusWrites:
         """Seconds a status write may be deferred behind a backlog of placements."""
         self._queued = queued
         self._writer = writer
-        self._cached = cached
         self.pending: dict[str, _Pending] = {}
         """Deferred status writes by key, oldest first."""
         self._writing: set[str] = set()
@@ -90,7 +88,10 @@ class StatusWrites:
                     ) -> None:
         """Write now when nothing waits in the queue; else defer.
 
-        ``latest``: the binding as last read or written (a write now starts from it).
+        ``latest``: the binding as last read or written: the write starts from it
+        where the writer reads (``StatusWriter.write``'s ``cached``), now or deferred.
+        Not the cache at the time of a deferred write: during a burst it lags our own
+        spec writes, and each stale copy would cost a Conflict and a read.
         """
         name, namespace = metadata.name, metadata.namespace or None
         pending = self.pending.get(key)
@@ -100,9 +101,10 @@ class StatusWrites:
             return
         if pending is None:
             self.pending[key] = _Pending(resource, name, namespace, desired,
-                                         since=self.clock.monotonic())
+                                         since=self.clock.monotonic(), latest=latest)
         else:  # coalesced: the latest status wins, the wait is counted from the first
             pending.desired = desired
+            pending.latest = latest
             pending.attempts = 0
             pending.not_before = 0.0
         self._wake.set()
@@ -137,7 +139,7 @@ class StatusWrites:
             try:
                 await self._writer(pending.resource).write(
                     pending.name, desired, namespace=pending.namespace,
-                    cached=self._cached(key))
+                    cached=pending.latest)
             except asyncio.CancelledError:
                 raise
             except kube_errors.NotFound:

@@ -264,8 +264,8 @@ class StatusWriter:
                                  cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
         last: errors.Conflict | None = None
         for attempt in range(CONFLICT_ATTEMPTS):
-            live = ({"apiVersion": self.kind.resource.api_version,  # a list's items lack it
-                     "kind": self.kind.resource.kind, **cached}
+            live = ({**cached, "apiVersion": self.kind.resource.api_version,  # items of a
+                     "kind": self.kind.resource.kind}  # list lack them
                     if attempt == 0 and cached is not None
                     else await self.api.get(self.kind.resource, name, namespace=namespace))
             current = dict(live.get("status") or {})

@@ -101,10 +101,10 @@ class StatusWrites:
             return
         if pending is None:
             self.pending[key] = _Pending(resource, name, namespace, desired,
-                                         since=self.clock.monotonic(), latest=latest)
+                                         since=self.clock.monotonic(), latest=_slim(latest))
         else:  # coalesced: the latest status wins, the wait is counted from the first
             pending.desired = desired
-            pending.latest = latest
+            pending.latest = _slim(latest)
             pending.attempts = 0
             pending.not_before = 0.0
         self._wake.set()
@@ -161,3 +161,16 @@ class StatusWrites:
         async with asyncio.TaskGroup() as group:
             for index in range(self.workers):
                 group.create_task(self._worker(), name=f"{self.name}-status-{index}")
+
+
+def _slim(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a status write needs of a binding kept while it waits (not its spec).
+
+    A status PUT keeps the stored spec whatever the body says, and a body without
+    ``managedFields`` leaves them as they are: thousands of deferred writes during
+    a burst then hold their metadata and status, not every binding twice over.
+    """
+    if obj is None:
+        return None
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {"metadata": metadata, "status": obj.get("status") or {}}  # the writer adds kind

@@ -95,10 +95,12 @@ class StatusWrites:
         """
         name, namespace = metadata.name, metadata.namespace or None
         pending = self.pending.get(key)
+        writer = self._writer(resource)
         if pending is None and not self._queued():
-            await self._writer(resource).write(name, desired, namespace=namespace,
-                                               cached=latest)
+            await writer.write(name, desired, namespace=namespace, cached=latest)
             return
+        if not writer.merge_conditions:
+            latest = None  # the writer applies: it reads nothing, keep nothing for it
         if pending is None:
             self.pending[key] = _Pending(resource, name, namespace, desired,
                                          since=self.clock.monotonic(), latest=_slim(latest))

@@ -227,8 +227,7 @@ class RemedyController(builder.Declared):
             .on_terminal(self._warn_on(resources.REMEDIES, self.remedies))
             .complete(self.reconcile_remedy))
         self.controllers = (self.cluster_controller, self.remedy_controller)
-        self.recorder.hold_while(lambda: len(self.cluster_controller.queue) > 0,
-                                 at_most=EVENT_HOLD_MAX)
+        self.recorder.hold_while(self._clusters_queued, at_most=EVENT_HOLD_MAX)
 
     @property
     def cluster_writer(self) -> statuses.StatusWriter:
@@ -239,6 +238,10 @@ class RemedyController(builder.Declared):
     def remedy_writer(self) -> statuses.StatusWriter:
         """How Remedy statuses are written (made before the workers start)."""
         return self.remedy_controller.writer(resources.REMEDIES)
+
+    def _clusters_queued(self) -> bool:
+        """Whether Clusters wait to be reconciled (a Remedy status and Events wait then)."""
+        return len(self.cluster_controller.queue) > 0
 
     # --- events (synchronous, cheap: they only look and queue names) -------
 
@@ -375,7 +378,7 @@ class RemedyController(builder.Declared):
         if obj is None or parsed is None or not writer.writable:
             self._status_due.pop(name, None)
             return None  # no Remedy status on this server (said once at start)
-        if len(self.cluster_controller.queue):
+        if self._clusters_queued():
             held_since = self._status_due.setdefault(name, self.clock.monotonic())
             if self.clock.monotonic() - held_since < STATUS_SETTLE_MAX:
                 return reconcile.Result(requeue_after=STATUS_COALESCE)

@@ -190,8 +190,13 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await asyncio.sleep(0.5)  # the watch is open
             await flip(True, 60)  # warm-up: the controller is up and synced
             await flip(False, 10)
+            counted = await request_counts(api)
             for index in range(flips):
                 samples.append(await flip(index % 2 == 0, 10))
+            sent = await request_counts(api)
+            sent.subtract(counted)
+            takeover.progress(f"{impl.name}: {flips} flips; requests: "
+                              + ", ".join(f"{k} {n}" for k, n in sorted(sent.items()) if n > 0))
         finally:
             follower.cancel()
             stop(ctrl)

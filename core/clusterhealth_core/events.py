@@ -32,8 +32,8 @@ describe, so recording is split in two, as in client-go's broadcaster::
   optional): while a predicate says the component's own writes are queued
   (a mass change), no Event is written, for at most a given time; then the
   write rate applies again.  The Events of a change are written after its
-  status writes instead of among them (each costs the API server about as
-  much as a status write: ``docs/decisions/0009-remedy-events-after-writes.md``).
+  status writes instead of among them (one more request each, taken from
+  the writes: ``docs/decisions/0009-remedy-events-after-writes.md``).
 - **Spam filter** (client-go's numbers): a token bucket per involved object,
   a burst of 25 and one more every 5 minutes; Events past it are dropped and
   counted (``reason="rate_limit"``).  Repeats count against it too.

@@ -77,9 +77,8 @@ written once the queue is empty, or after this long at the latest."""
 EVENT_HOLD_MAX = 30.0
 """While Clusters wait to be reconciled, Events wait too, at most this long at a time.
 
-A mass change records an Event per Cluster; each costs the API server about
-what a Cluster write costs, and written among the writes they made a
-change's writes 20 to 30 % more requests (decision 0009).  They are written
+A mass change records an Event per Cluster; written among the Cluster writes
+they made a change 20 to 30 % more requests to the API server (decision 0009).  They are written
 once the queue is empty, or at the Event write rate after this long."""
 INITIAL_PASS_TIMEOUT = 30.0
 """Remedy statuses wait for every Cluster's first reconcile of a term, at most this long."""

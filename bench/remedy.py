@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import dataclasses
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -188,8 +190,13 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await asyncio.sleep(0.5)  # the watch is open
             await flip(True, 60)  # warm-up: the controller is up and synced
             await flip(False, 10)
+            counted = await request_counts(api)
             for index in range(flips):
                 samples.append(await flip(index % 2 == 0, 10))
+            sent = await request_counts(api)
+            sent.subtract(counted)
+            takeover.progress(f"{impl.name}: {flips} flips; requests: "
+                              + ", ".join(f"{k} {n}" for k, n in sorted(sent.items()) if n > 0))
         finally:
             follower.cancel()
             stop(ctrl)
@@ -281,6 +288,38 @@ async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...
     return time.monotonic() - started
 
 
+_REQUEST_LINE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+async def request_counts(api: kube.ApiClient) -> collections.Counter[str]:
+    """The API server's ``apiserver_request_total`` as ``VERB resource[/subresource]``.
+
+    Differences over a change say which requests a controller sends (the
+    benchmark's own list and watch of the Clusters are the same for every one).
+    """
+    text = await api.request("GET", "/metrics")
+    counts: collections.Counter[str] = collections.Counter()
+    for labels, value in _REQUEST_LINE.findall(str(text)):
+        label = dict(_LABEL.findall(labels))
+        what = label.get("resource", "") + (f"/{label['subresource']}"
+                                             if label.get("subresource") else "")
+        counts[f"{label.get('verb', '?')} {what}"] += int(float(value))
+    return counts
+
+
+CONTROLLER_WRITES = {"clusters/status": "Cluster status", "events": "Event",
+                     "remedies/status": "Remedy status"}
+"""The resources a remedy controller writes; the benchmark itself writes none of them."""
+
+
+def writes_of(counts: Mapping[str, int], resource: str) -> int:
+    """The writes (create, update, patch, apply) of ``resource`` among ``counts``."""
+    return sum(n for key, n in counts.items()
+               if key.split(" ")[0] in ("POST", "PATCH", "APPLY", "PUT")
+               and key.split(" ")[1] == resource)
+
+
 @dataclasses.dataclass(frozen=True)
 class ScaleRun:
     """One controller start on the workload: convergence times, CPU and memory."""
@@ -293,6 +332,8 @@ class ScaleRun:
     """Per change: milliseconds of the controller's CPU per Cluster write."""
     server_cpu_per_write: tuple[float, ...] = ()
     """Per change: milliseconds of the API server's and etcd's CPU per Cluster write."""
+    requests: tuple[collections.Counter[str], ...] = ()
+    """Per change: the requests the API server counted (``VERB resource``)."""
 
 
 def _server_pids(env: environment.LocalEnvironment) -> list[int | None]:
@@ -324,23 +365,29 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
         try:
             after_start = await wait_converged(api, expected[False], started)
             await asyncio.sleep(2)
-            after_change, ours, theirs = [], [], []
+            after_change, ours, theirs, requests = [], [], [], []
             for index in range(changes):
                 to_all = index % 2 == 0
                 body = workload.changed if to_all else workload.remedies[-1]
                 takeover.progress(f"{impl.name}: change {index + 1}/{changes} of scale-all")
+                counted = await request_counts(api)
                 cpu = cpu_seconds(ctrl.pid), sum(map(cpu_seconds, servers))
                 started = time.monotonic()
                 await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
                 after_change.append(await wait_converged(api, expected[to_all], started))
                 ours.append((cpu_seconds(ctrl.pid) - cpu[0]) * 1000 / writes)
                 theirs.append((sum(map(cpu_seconds, servers)) - cpu[1]) * 1000 / writes)
+                sent = await request_counts(api)
+                sent.subtract(counted)
+                requests.append(+sent)
+                takeover.progress(f"{impl.name}: {after_change[-1]:.2f} s; requests: "
+                                  + ", ".join(f"{k} {n}" for k, n in sorted(sent.items()) if n))
             hwm = proc_mib(ctrl.pid, "VmHWM")
         finally:
             sampler.cancel()
             stop(ctrl)
     return ScaleRun(after_start, tuple(after_change), max([hwm, *samples]), tuple(ours),
-                    tuple(theirs))
+                    tuple(theirs), tuple(requests))
 
 
 def scale_figures(workload: workloads.Workload, run: ScaleRun) -> list[report.Figure]:
@@ -445,6 +492,7 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
                 report.Figure(f"{scale.label}: API server + etcd CPU per write, with {who}",
                               server_cpu, "ms/write"),
             ]
+        figures += request_figures(f"{scale.label}: ", who, workload.writes, done)
     if "karmada" in runs and OURS_HTTPX.name in runs:
         figures.append(_ratio_figure(
             f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
@@ -471,6 +519,33 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
                           [r.after_start for r in ours], [r.after_start for r in theirs],
                           limits[1] if limits else None),
         ]
+    return figures
+
+
+def request_figures(prefix: str, who: str, writes: int, done: Sequence[ScaleRun]
+                    ) -> list[report.Figure]:
+    """Per change: the controller's writes by kind, and the CPU per write it sent.
+
+    The CPU figures above divide by the Clusters whose status this workload
+    changes (``writes``); a controller that skips some (Karmada's has no
+    ``remedyActionSources``) or also writes Events sends another number of
+    requests, counted here from ``apiserver_request_total``.
+    """
+    counted = [c for r in done for c in r.requests]
+    if not counted:
+        return []
+    figures = [report.Figure(f"{prefix}{kind} writes per change, {who}",
+                             tuple(float(writes_of(c, resource)) for c in counted), "writes")
+               for resource, kind in CONTROLLER_WRITES.items()]
+    per_write = []
+    for run in done:
+        for cpu, counts in zip(run.server_cpu_per_write, run.requests, strict=True):
+            sent = sum(writes_of(counts, resource) for resource in CONTROLLER_WRITES)
+            if sent:
+                per_write.append(cpu * writes / sent)
+    figures.append(report.Figure(
+        f"{prefix}API server + etcd CPU per write the controller sent, with {who}",
+        tuple(per_write), "ms/write"))
     return figures
 
 

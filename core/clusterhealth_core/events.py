@@ -28,6 +28,12 @@ describe, so recording is split in two, as in client-go's broadcaster::
   bound they are dropped and counted): the Events never take the API
   server's time from the status writes they describe (measured:
   ``docs/decisions/0005-remedy-controller-at-scale.md``).
+- **Held while the component is busy** (:meth:`EventRecorder.hold_while`,
+  optional): while a predicate says the component's own writes are queued
+  (a mass change), no Event is written, for at most a given time; then the
+  write rate applies again.  The Events of a change are written after its
+  status writes instead of among them (one more request each, taken from
+  the writes: ``docs/decisions/0009-remedy-events-after-writes.md``).
 - **Spam filter** (client-go's numbers): a token bucket per involved object,
   a burst of 25 and one more every 5 minutes; Events past it are dropped and
   counted (``reason="rate_limit"``).  Repeats count against it too.
@@ -74,7 +80,7 @@ import dataclasses
 import logging
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import prometheus_client
@@ -141,6 +147,8 @@ class WriteRate:
 
 DEFAULT_WRITE_RATE = WriteRate()
 """Enough for every Event of a few clusters changing; a mass change trickles out."""
+HOLD_POLL = 0.2
+"""Seconds between looks at a :meth:`EventRecorder.hold_while` predicate while it holds."""
 DROP_LOG_INTERVAL = 60.0
 """Seconds between log lines about Events dropped for a full backlog (they are all counted)."""
 
@@ -217,11 +225,24 @@ class EventRecorder:
         self._written: collections.OrderedDict[_Key, _Written] = collections.OrderedDict()
         self._buckets: collections.OrderedDict[tuple[str, ...], _Bucket] = (
             collections.OrderedDict())
+        self._hold: tuple[Callable[[], bool], float] | None = None
+        self._held_since: float | None = None
+        """When the current hold began (monotonic); None while not busy."""
 
     @property
     def pending(self) -> int:
         """Events queued and not yet written."""
         return self._queue.qsize()
+
+    def hold_while(self, busy: Callable[[], bool], *, at_most: float) -> None:
+        """Write no Event while ``busy()`` is true, for at most ``at_most`` seconds at a time.
+
+        For a component whose Events describe its own writes: while they are
+        queued (a mass change), the Events wait and the writes get the API
+        server.  After ``at_most`` seconds of unbroken busyness the Events are
+        written at the write rate again, until ``busy()`` is once false.
+        """
+        self._hold = (busy, at_most)
 
     # --- the caller's side: never blocks, never raises ------------------------
 
@@ -297,6 +318,20 @@ class EventRecorder:
 
     # --- the writer -----------------------------------------------------------
 
+    async def _not_busy(self) -> None:
+        """Return once the :meth:`hold_while` predicate is false or has held long enough."""
+        if self._hold is None:
+            return
+        busy, at_most = self._hold
+        while busy():
+            now = self.clock.monotonic()
+            if self._held_since is None:
+                self._held_since = now
+            if now - self._held_since >= at_most:
+                return  # busy for too long: written at the write rate meanwhile
+            await self.clock.sleep(HOLD_POLL)
+        self._held_since = None
+
     async def _write_token(self) -> None:
         """Wait for the next write the rate allows (no wait without a rate)."""
         rate = self.write_rate
@@ -319,6 +354,7 @@ class EventRecorder:
         while True:
             pending = await self._queue.get()
             try:
+                await self._not_busy()
                 await self._write_token()
                 await self._write(pending)
             except (errors.KubeError, OSError) as exc:

@@ -312,6 +312,38 @@ async def test_writes_follow_the_write_rate(cp: kube.ApiClient, namespace: str) 
     assert events.WriteRate(qps=10, burst=50) == events.DEFAULT_WRITE_RATE
 
 
+async def test_events_wait_while_the_component_is_busy(cp: kube.ApiClient,
+                                                      namespace: str) -> None:
+    clock = SleepingClock()
+    metrics = Metrics()
+    recorder = events.EventRecorder(cp, COMPONENT, clock, metrics=metrics.events,
+                                    write_rate=None)
+    busy_until = {"t": 1.0}
+    written_at: list[float] = []
+    recorder.hold_while(lambda: clock.t < busy_until["t"], at_most=10)
+    subject = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "held", "namespace": namespace, "uid": "u-held"}}
+    real_write = recorder._write
+
+    async def write(pending: Any) -> None:
+        written_at.append(clock.t)
+        await real_write(pending)
+
+    recorder._write = write  # type: ignore[method-assign]
+    async with running(recorder):
+        recorder.record(subject, "Normal", "Held", "after the busy second")
+        await recorder.flush()
+        assert written_at == [pytest.approx(1.0)]  # held until not busy, polled
+        busy_until["t"] = clock.t + 100  # busy for longer than at_most
+        recorder.record(subject, "Normal", "Held", "after at most ten seconds")
+        recorder.record(subject, "Normal", "Held", "and the next at once")
+        await recorder.flush()
+    start = written_at[0]
+    assert written_at[1:] == [pytest.approx(start + 10, abs=events.HOLD_POLL),
+                              pytest.approx(start + 10, abs=events.HOLD_POLL)]
+    assert metrics.value("clusterhealth_events_recorded_total", type="Normal") == 3
+
+
 async def test_backlog_drops_are_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
     clock = SteppedClock()
     metrics = Metrics()

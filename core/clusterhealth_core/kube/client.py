@@ -123,6 +123,20 @@ class Conditional:
         return self.status == NOT_MODIFIED
 
 
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One call as each of its attempts sends it."""
+
+    method: str
+    path: str
+    params: Mapping[str, str] | None
+    data: bytes | None
+    headers: Mapping[str, str]
+    """The caller's headers (``Accept``, ``Content-Type``, ``If-None-Match``)."""
+    timeout: float | None
+    """Each read's timeout (None: the client's)."""
+
+
 class InFlight:
     """The requests in flight to one server and the slots they hold (``max_in_flight``)."""
 
@@ -412,8 +426,8 @@ class ApiClient:
         extra = dict(headers or {})
         if data is not None:
             extra["Content-Type"] = content_type
-        response = await self._exchange(method, path, params, data, extra, timeout, policy,
-                                        repeatable, probe)
+        response = await self._exchange(_Call(method, path, params, data, extra, timeout),
+                                        policy, repeatable, probe)
         return _decode(response.body)
 
     async def get_if_changed(
@@ -436,25 +450,15 @@ class ApiClient:
         extra = dict(headers or {})
         if etag is not None:
             extra["If-None-Match"] = etag
-        response = await self._exchange("GET", path, None, None, extra, timeout,
+        response = await self._exchange(_Call("GET", path, None, None, extra, timeout),
                                         backoff or self.backoff, True, False)
         tag = response.headers.get("etag")
         if response.status == NOT_MODIFIED:
             return Conditional(NOT_MODIFIED, tag or etag, None)
         return Conditional(response.status, tag, _decode(response.body))
 
-    async def _exchange(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, str] | None,
-        data: bytes | None,
-        extra: Mapping[str, str],
-        timeout: float | None,
-        policy: retry.Backoff,
-        repeatable: bool,
-        probe: bool,
-    ) -> transport.Response:
+    async def _exchange(self, call: _Call, policy: retry.Backoff, repeatable: bool,
+                        probe: bool) -> transport.Response:
         """One call's attempts (see :meth:`request`); the answer, an error for >= 400."""
         loop = asyncio.get_running_loop()
         limit = self.limits.request_timeout
@@ -465,7 +469,7 @@ class ApiClient:
         while True:
             delay: float | None = None
             try:
-                return await self._once(method, path, params, data, extra, timeout, until,
+                return await self._once(call, until,
                                         self._pool.probes if probe else self._pool.in_flight)
             except errors.Unauthorized as exc:
                 self._unauthorized(exc.token)
@@ -491,7 +495,7 @@ class ApiClient:
             pause = max(policy.delay(attempt - 1), delay or 0.0)
             if until is not None and loop.time() + pause >= until:
                 raise last  # no time left for another attempt
-            log.debug("%s %s failed; retry %d in %.2fs", method, path, attempt, pause)
+            log.debug("%s %s failed; retry %d in %.2fs", call.method, call.path, attempt, pause)
             await asyncio.sleep(pause)
 
     def _deadline_error(self, method: str, path: str) -> errors.DeadlineExceeded:
@@ -499,18 +503,10 @@ class ApiClient:
             f"{self.name}: {method} {path}: no complete answer within the "
             f"{self.limits.request_timeout:g}s request deadline", sent=True)
 
-    async def _once(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, str] | None,
-        data: bytes | None,
-        extra: Mapping[str, str],
-        timeout: float | None,
-        until: float | None,
-        in_flight: InFlight,
-    ) -> transport.Response:
-        headers, token = await self._headers(extra)
+    async def _once(self, call: _Call, until: float | None, in_flight: InFlight
+                    ) -> transport.Response:
+        method, path = call.method, call.path
+        headers, token = await self._headers(call.headers)
         try:
             slot = await in_flight.acquire(until)
         except Stalled as exc:
@@ -530,8 +526,8 @@ class ApiClient:
             http = self._pool.http()
             self._check_guard(method)  # the last step before sending: the token may have taken time
             response = await http.request(
-                method, path, query=params, headers=headers, body=data,
-                read_timeout=timeout or self.timeout, deadline=remaining,
+                method, path, query=call.params, headers=headers, body=call.data,
+                read_timeout=call.timeout or self.timeout, deadline=remaining,
             )
         except transport.DeadlineExceeded as exc:
             raise self._deadline_error(method, path) from exc

@@ -96,22 +96,23 @@ def _server_cpu(pid: int) -> float:
 
 
 @contextlib.asynccontextmanager
-async def _clients(env: environment.LocalEnvironment, count: int
+async def _clients(env: environment.LocalEnvironment, count: int, http: transport.Library
                    ) -> AsyncIterator[list[tuple[kube.ApiClient, Counting]]]:
     async with contextlib.AsyncExitStack() as stack:
         made = []
         for _ in range(count):
-            api = await stack.enter_async_context(env.client(MEMBER))
+            api = await stack.enter_async_context(env.client(MEMBER, http=http))
             counting = Counting(api._pool.http())  # the bench's own window on the wire
             api._pool.connections = counting
             made.append((api, counting))
         yield made
 
 
-async def measure(members: int, rounds: int, trials: int) -> list[report.Figure]:
+async def measure(members: int, rounds: int, trials: int, http: transport.Library
+                  ) -> list[report.Figure]:
     """Alternate the two reads over ``trials``; the figures per probe."""
     config = environment.EnvironmentConfig(members=(MEMBER,), register_members=False)
-    async with environment.LocalEnvironment(config) as env, _clients(env, members) as clients:
+    async with environment.LocalEnvironment(config) as env, _clients(env, members, http) as clients:
         pid = env.servers[MEMBER].process.pid
         assert pid is not None
         reads = discovery.Discovery(timeout=10.0)
@@ -177,14 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--trials", type=int, default=7)
+    parser.add_argument("--http", choices=transport.LIBRARIES, default="httpx",
+                        help="the members' clients' HTTP library (the member pool's: httpx)")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
     options = parser.parse_args(args)
-    figures = asyncio.run(measure(options.members, options.rounds, options.trials))
+    figures = asyncio.run(measure(options.members, options.rounds, options.trials,
+                                  options.http))
     print(report.text_table(figures))
     if options.markdown is not None:
         notes = [
             f"One real kube-apiserver stands in for {options.members} members: each member is "
-            "its own client (its own connection pool), all probed at once, "
+            f"its own client ({options.http}, its own connection pool), all probed at once, "
             f"{options.rounds} rounds per trial; the two ways alternate (their order too) in "
             "every trial. Discovery only: the probe's /readyz and /version are not in it. "
             "Body bytes exclude headers and TLS.",

@@ -192,13 +192,14 @@ class Controllers:
             "plane pool": self.context.members.size, "lb pool": self.mci.members.pool.size,
             "status caches": ours(self.status.caches.caches),
             "status memory": ours(self.status.memory),
+            "status discovery": ours(self.status.discovery.known),
             "member objects": ours(self.objects.active),
             "lb caches": ours(self.mci.members.active) + ours(self.mci.members._pending),
         }
 
 
 EMPTY = {"plane pool": (len(MEMBERS), 0), "lb pool": (len(MEMBERS), 0), "status caches": 0,
-         "status memory": 0, "member objects": 0, "lb caches": 0}
+         "status memory": 0, "status discovery": 0, "member objects": 0, "lb caches": 0}
 
 
 @contextlib.asynccontextmanager

@@ -269,6 +269,53 @@ async def test_guarded_client_refuses_writes_and_allows_reads() -> None:
     assert [r.method for r in seen] == ["PATCH", "GET", "GET"]
 
 
+async def test_a_conditional_get_sends_the_tag_and_learns_not_modified() -> None:
+    """``get_if_changed``: 304 has no body and keeps the tag; 200 is decoded with its new tag."""
+    async def tagged(request: Request, writer: asyncio.StreamWriter) -> bool:
+        if request.header("If-None-Match") == ['"v1"']:
+            writer.write(b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n')
+        elif request.target == "/gone":
+            writer.write(reply(404, {"kind": "Status", "code": 404, "reason": "NotFound"}))
+        else:
+            writer.write(reply(200, {"kind": "Doc", "n": len(seen)}, {"ETag": '"v2"'}))
+        return True
+
+    async with server(tagged) as (url, seen), api_for(url) as api:
+        first = await api.get_if_changed("/doc", None, headers={"Accept": "x/y"})
+        same = await api.get_if_changed("/doc", '"v1"')
+        changed = await api.get_if_changed("/doc", '"v0"')
+        with pytest.raises(errors.NotFound):
+            await api.get_if_changed("/gone", '"v1x"')
+    assert first == kube.Conditional(200, '"v2"', {"kind": "Doc", "n": 1})
+    assert not first.not_modified
+    assert same == kube.Conditional(304, '"v1"', None)
+    assert same.not_modified
+    assert changed == kube.Conditional(200, '"v2"', {"kind": "Doc", "n": 3})
+    assert [r.header("If-None-Match") for r in seen] == [[], ['"v1"'], ['"v0"'], ['"v1x"']]
+    assert seen[0].header("Accept") == ["x/y"]
+    assert all(r.header("Authorization") == ["Bearer t"] for r in seen)
+
+
+DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+async def test_the_api_server_answers_a_conditional_discovery_read_with_304(
+        env: environment.LocalEnvironment, library: transport.Library) -> None:
+    """A real kube-apiserver tags aggregated discovery and honours ``If-None-Match``."""
+    async with env.client("member1", http=library) as api:
+        for path in ("/api", "/apis"):
+            first = await api.get_if_changed(path, None, headers={"Accept": DISCOVERY})
+            assert first.status == 200
+            assert first.body["kind"] == "APIGroupDiscoveryList"
+            assert first.etag and first.etag.startswith('"')
+            again = await api.get_if_changed(path, first.etag, headers={"Accept": DISCOVERY})
+            assert again == kube.Conditional(304, first.etag, None)
+            other = await api.get_if_changed(path, '"other"', headers={"Accept": DISCOVERY})
+            assert other.status == 200
+            assert other.etag == first.etag
+            assert other.body == first.body
+
+
 def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 

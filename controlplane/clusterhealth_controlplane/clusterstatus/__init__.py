@@ -4,5 +4,6 @@
 success/failure thresholds and the monitor grace period, the served APIs,
 the node and resource summaries); ``controller`` probes the members, keeps
 per-member Node and Pod caches, and writes its own fields of
-``Cluster.status`` by server-side apply.
+``Cluster.status`` by server-side apply; ``discovery`` reads each member's
+served APIs again only when its aggregated discovery changed (``ETag``).
 """

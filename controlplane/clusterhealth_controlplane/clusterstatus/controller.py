@@ -10,7 +10,8 @@
   ``--cluster-probe-timeout``; the result goes through
   :func:`.decision.adjust` (thresholds) or, without any result,
   :func:`.decision.unknown` (grace period).  While Ready: ``/version``,
-  aggregated discovery (two requests; the legacy per-group documents on
+  aggregated discovery (two conditional requests, parsed only when the member's
+  documents changed: :mod:`.discovery`; the legacy per-group documents on
   servers without it), and the node and resource summaries from this
   controller's own watches (:mod:`.caches`) on the member's Nodes and unfinished Pods, each
   cut down by a transform to what the summaries need (a Pod is its node, its
@@ -37,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterhealth_controlplane import manager, options
-from clusterhealth_controlplane.clusterstatus import caches, decision
+from clusterhealth_controlplane.clusterstatus import caches, decision, discovery
 from clusterhealth_core import builder, members, reconcile, retry
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
@@ -54,8 +55,6 @@ PROBE_WORKERS = 16
 """Concurrent reconciles at least: a probe mostly waits on the network."""
 LEASE_FIELDS = informer.keep_fields("spec.renewTime")
 ONE_ATTEMPT = retry.Backoff(attempts=1)
-DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-                    "application/json")
 READY_STATUSES = (decision.TRUE, decision.FALSE, decision.UNKNOWN)
 
 
@@ -70,6 +69,7 @@ class ClusterStatusController(manager.Controller):
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}
         self.caches = caches.MemberCaches(self.term.clock, self.health.probe_timeout)
+        self.discovery = discovery.Discovery(self.health.probe_timeout)
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=max(context.workers, PROBE_WORKERS))
             # a status write (ours or another's) is left to the periodic probe
@@ -179,7 +179,7 @@ class ClusterStatusController(manager.Controller):
                 found["kubernetesVersion"] = str(version["gitVersion"])
         except (errors.KubeError, OSError, TimeoutError) as exc:
             log.warning("cluster %s: /version failed: %s", name, exc)
-        enablements, partial = await self._api_enablements(name, api)
+        enablements, partial = await self.discovery.enablements(name, api)
         if enablements:  # nothing read: the last list stays (the condition says Empty)
             found["apiEnablements"] = enablements
         found["conditions"] = [decision.condition(
@@ -193,33 +193,6 @@ class ClusterStatusController(manager.Controller):
             found["nodeSummary"] = decision.node_summary(nodes)
             found["resourceSummary"] = decision.resource_summary(nodes, pods)
         return found
-
-    async def _api_enablements(self, name: str, api: kube.ApiClient
-                               ) -> tuple[list[dict[str, Any]], bool]:
-        """The member's served APIs, and whether some could not be read."""
-        try:
-            async with asyncio.timeout(self.health.probe_timeout):
-                documents = [await api.request("GET", path, backoff=ONE_ATTEMPT,
-                                               headers={"Accept": DISCOVERY_ACCEPT})
-                             for path in ("/api", "/apis")]
-        except (errors.KubeError, OSError, TimeoutError) as exc:
-            log.warning("cluster %s: discovery failed: %s", name, exc)
-            return [], True
-        if all(decision.is_aggregated(d) for d in documents):
-            return decision.aggregated_enablements(documents)
-        listed: list[dict[str, Any]] = []
-        partial = False
-        for group_version in decision.legacy_group_versions(documents[0] or {},
-                                                            documents[1] or {}):
-            path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
-            try:
-                async with asyncio.timeout(self.health.probe_timeout):
-                    listed.append(decision.legacy_enablement(
-                        await api.request("GET", path, backoff=ONE_ATTEMPT) or {}))
-            except (errors.KubeError, OSError, TimeoutError) as exc:
-                log.warning("cluster %s: discovery of %s failed: %s", name, group_version, exc)
-                partial = True
-        return sorted(listed, key=lambda e: str(e["groupVersion"])), partial
 
     # --- writes, events, metrics --------------------------------------------
 
@@ -266,6 +239,7 @@ class ClusterStatusController(manager.Controller):
 
     async def _forget(self, name: str) -> None:
         self.memory.pop(name, None)
+        self.discovery.forget(name)
         await self.caches.stop(name)
         for value in READY_STATUSES:
             with contextlib.suppress(KeyError):

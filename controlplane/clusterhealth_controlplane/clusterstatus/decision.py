@@ -284,6 +284,22 @@ def aggregated_enablements(documents: Iterable[Mapping[str, Any]]
     return [found[gv] for gv in sorted(found)], partial
 
 
+def merged_enablements(parts: Iterable[tuple[Sequence[dict[str, Any]], bool]]
+                       ) -> tuple[list[dict[str, Any]], bool]:
+    """One sorted ``apiEnablements`` from :func:`aggregated_enablements` of each document.
+
+    The same as :func:`aggregated_enablements` of all the documents at once (a
+    later document's groupVersion wins), so a document that did not change
+    (``304``) is not parsed again; partial when any part was.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    partial = False
+    for enablements, stale in parts:
+        found.update((str(e["groupVersion"]), e) for e in enablements)
+        partial = partial or stale
+    return [found[gv] for gv in sorted(found)], partial
+
+
 def legacy_enablement(listing: Mapping[str, Any]) -> dict[str, Any]:
     """One ``APIResourceList`` (``/api/v1``, ``/apis/<group>/<version>``) as an enablement."""
     return _enablement(str(listing.get("groupVersion") or ""), (

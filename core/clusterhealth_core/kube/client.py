@@ -73,6 +73,7 @@ member clients 32 s)."""
 PROBE_SLOTS = 1
 """With ``Limits.max_in_flight``: health checks sent to the server at once, apart from the
 other requests (one probe is due at a time; a stuck one makes the next ``Saturated``)."""
+NOT_MODIFIED = 304
 Object = dict[str, Any]
 Guard = Callable[[], None]
 
@@ -103,6 +104,37 @@ class Limits:
             raise ValueError(f"max_in_flight must be >= 1, not {self.max_in_flight}")
         if self.stall_after <= 0:
             raise ValueError(f"stall_after must be > 0, not {self.stall_after}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Conditional:
+    """The answer to :meth:`ApiClient.get_if_changed`."""
+
+    status: int
+    """200 (or another 2xx/3xx the server chose), or 304 when the document still had the tag."""
+    etag: str | None
+    """The document's entity tag as the server sent it (quotes included); None: untagged."""
+    body: Any
+    """The decoded document; None on 304."""
+
+    @property
+    def not_modified(self) -> bool:
+        """Whether the server answered 304: the document is the one the tag was sent for."""
+        return self.status == NOT_MODIFIED
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One call as each of its attempts sends it."""
+
+    method: str
+    path: str
+    params: Mapping[str, str] | None
+    data: bytes | None
+    headers: Mapping[str, str]
+    """The caller's headers (``Accept``, ``Content-Type``, ``If-None-Match``)."""
+    timeout: float | None
+    """Each read's timeout (None: the client's)."""
 
 
 class InFlight:
@@ -394,6 +426,40 @@ class ApiClient:
         extra = dict(headers or {})
         if data is not None:
             extra["Content-Type"] = content_type
+        response = await self._exchange(_Call(method, path, params, data, extra, timeout),
+                                        policy, repeatable, probe)
+        return _decode(response.body)
+
+    async def get_if_changed(
+        self,
+        path: str,
+        etag: str | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        backoff: retry.Backoff | None = None,
+        timeout: float | None = None,
+    ) -> Conditional:
+        """``GET path`` unless it still has the entity tag ``etag`` (``If-None-Match``).
+
+        For documents the server tags, such as aggregated discovery: with the
+        tag of the last answer, an unchanged document is a ``304 Not Modified``
+        without a body (:attr:`Conditional.not_modified`), so the caller reuses
+        what it made of the last one.  ``etag`` None: an ordinary read.  Errors,
+        retries and limits as :meth:`request`.
+        """
+        extra = dict(headers or {})
+        if etag is not None:
+            extra["If-None-Match"] = etag
+        response = await self._exchange(_Call("GET", path, None, None, extra, timeout),
+                                        backoff or self.backoff, True, False)
+        tag = response.headers.get("etag")
+        if response.status == NOT_MODIFIED:
+            return Conditional(NOT_MODIFIED, tag or etag, None)
+        return Conditional(response.status, tag, _decode(response.body))
+
+    async def _exchange(self, call: _Call, policy: retry.Backoff, repeatable: bool,
+                        probe: bool) -> transport.Response:
+        """One call's attempts (see :meth:`request`); the answer, an error for >= 400."""
         loop = asyncio.get_running_loop()
         limit = self.limits.request_timeout
         until = None if limit is None else loop.time() + limit
@@ -403,7 +469,7 @@ class ApiClient:
         while True:
             delay: float | None = None
             try:
-                return await self._once(method, path, params, data, extra, timeout, until,
+                return await self._once(call, until,
                                         self._pool.probes if probe else self._pool.in_flight)
             except errors.Unauthorized as exc:
                 self._unauthorized(exc.token)
@@ -429,7 +495,7 @@ class ApiClient:
             pause = max(policy.delay(attempt - 1), delay or 0.0)
             if until is not None and loop.time() + pause >= until:
                 raise last  # no time left for another attempt
-            log.debug("%s %s failed; retry %d in %.2fs", method, path, attempt, pause)
+            log.debug("%s %s failed; retry %d in %.2fs", call.method, call.path, attempt, pause)
             await asyncio.sleep(pause)
 
     def _deadline_error(self, method: str, path: str) -> errors.DeadlineExceeded:
@@ -437,18 +503,10 @@ class ApiClient:
             f"{self.name}: {method} {path}: no complete answer within the "
             f"{self.limits.request_timeout:g}s request deadline", sent=True)
 
-    async def _once(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, str] | None,
-        data: bytes | None,
-        extra: Mapping[str, str],
-        timeout: float | None,
-        until: float | None,
-        in_flight: InFlight,
-    ) -> Any:
-        headers, token = await self._headers(extra)
+    async def _once(self, call: _Call, until: float | None, in_flight: InFlight
+                    ) -> transport.Response:
+        method, path = call.method, call.path
+        headers, token = await self._headers(call.headers)
         try:
             slot = await in_flight.acquire(until)
         except Stalled as exc:
@@ -468,8 +526,8 @@ class ApiClient:
             http = self._pool.http()
             self._check_guard(method)  # the last step before sending: the token may have taken time
             response = await http.request(
-                method, path, query=params, headers=headers, body=data,
-                read_timeout=timeout or self.timeout, deadline=remaining,
+                method, path, query=call.params, headers=headers, body=call.data,
+                read_timeout=call.timeout or self.timeout, deadline=remaining,
             )
         except transport.DeadlineExceeded as exc:
             raise self._deadline_error(method, path) from exc
@@ -484,13 +542,13 @@ class ApiClient:
             ) from exc
         finally:
             in_flight.release(slot)
-        decoded = _decode(response.body)
         if response.status >= 400:
-            error = errors.from_status(response.status, decoded, response.headers)
+            error = errors.from_status(response.status, _decode(response.body),
+                                       response.headers)
             if isinstance(error, errors.Unauthorized):
                 error.token = token
             raise error
-        return decoded
+        return response
 
     # --- verbs ----------------------------------------------------------
 

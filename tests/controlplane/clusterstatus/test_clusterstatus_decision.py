@@ -175,6 +175,14 @@ def test_aggregated_discovery_becomes_sorted_enablements() -> None:
         cluster.APIEnablement.from_dict(entry)
 
 
+def test_merged_per_document_enablements_are_those_of_all_documents_at_once() -> None:
+    parts = [decision.aggregated_enablements([d]) for d in (AGGREGATED_CORE, AGGREGATED_GROUPS)]
+    assert decision.merged_enablements(parts) == decision.aggregated_enablements(
+        [AGGREGATED_CORE, AGGREGATED_GROUPS])
+    assert decision.merged_enablements([parts[0]]) == (parts[0][0], False)
+    assert decision.merged_enablements([]) == ([], False)
+
+
 def test_legacy_discovery_documents() -> None:
     assert decision.is_aggregated(AGGREGATED_CORE)
     assert not decision.is_aggregated({"kind": "APIVersions", "versions": ["v1"]})

@@ -140,9 +140,14 @@ async def test_ready_member_gets_its_fields_and_other_writers_keep_theirs(
         # nothing changes, nothing is written: over several probes the object keeps its
         # resourceVersion (and so Ready its lastTransitionTime)
         version = obj["metadata"]["resourceVersion"]
+        reads = running.manager.parts["clusterStatus"]
+        assert isinstance(reads, controller.ClusterStatusController)
+        known = reads.discovery.known[MEMBER]  # the member's discovery tags, kept
         await more_probes(running.registry, "ok", 4)
         again = await cs_cp.get(resources.CLUSTERS, MEMBER)
         assert again["metadata"]["resourceVersion"] == version
+        # and every probe since was answered 304: nothing read or parsed again
+        assert reads.discovery.known[MEMBER] is known
 
 
 async def test_stopped_member_goes_not_reachable_after_the_threshold_and_back(

@@ -156,7 +156,7 @@ async def test_one_key_is_never_reconciled_by_two_workers_at_once() -> None:
     assert overlaps == []
 
 
-def test_overall_rate_limit_spaces_out_many_failing_keys() -> None:
+async def test_overall_rate_limit_spaces_out_many_failing_keys() -> None:
     now = {"t": 0.0}
 
     class Fixed(clocks.Clock):
@@ -213,6 +213,6 @@ async def test_a_timeout_raised_inside_a_reconcile_is_an_ordinary_error() -> Non
     assert sample(registry, "clusterhealth_workqueue_retries_total", name="own-timeout") == 1
 
 
-def test_a_reconcile_timeout_must_be_positive() -> None:
+async def test_a_reconcile_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="reconcile timeout must be > 0"):
         reconcile.ControllerSettings(timeout=0)

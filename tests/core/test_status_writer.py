@@ -92,9 +92,11 @@ async def test_the_schema_says_how_to_write(test_kinds: dict[str, schema.Kind],
     assert ours.declares("spec", "taints", "[]", "timeAdded")
 
 
-async def test_atomic_conditions_are_merged_never_replaced(
-        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
-    name = f"a-{uuid.uuid4().hex[:6]}"
+async def _atomic_with_two_writers(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient, prefix: str,
+) -> tuple[str, dict[str, Any], status.StatusWriter, status.StatusWriter]:
+    """A new Atomic object, and the agent's and Karmada's writers of its conditions."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     created = await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
                                        "metadata": {"name": name}})
     kind = test_kinds["atomics"]
@@ -102,6 +104,12 @@ async def test_atomic_conditions_are_merged_never_replaced(
                                 frozenset({"DNSReady"}))
     karmada = status.StatusWriter(cp, kind, "karmada", frozenset({"conditions"}),
                                   frozenset({"Ready"}))
+    return name, created, agent, karmada
+
+
+async def test_atomic_conditions_are_merged_never_replaced(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    name, created, agent, karmada = await _atomic_with_two_writers(test_kinds, cp, "a")
     assert agent.merge_conditions
 
     async def flip(writer: status.StatusWriter, ctype: str, rounds: int) -> None:
@@ -285,14 +293,7 @@ async def test_a_cached_object_saves_the_read_and_a_stale_one_costs_a_conflict(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Atomic conditions are read, merged and written back: from the informer's copy
     # when the caller gives it (no GET), from the server when that copy was stale.
-    name = f"c-{uuid.uuid4().hex[:6]}"
-    created = await cp.create(ATOMIC, {"apiVersion": f"{GROUP}/v1", "kind": "Atomic",
-                                       "metadata": {"name": name}})
-    kind = test_kinds["atomics"]
-    agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
-                                frozenset({"DNSReady"}))
-    karmada = status.StatusWriter(cp, kind, "karmada", frozenset({"conditions"}),
-                                  frozenset({"Ready"}))
+    name, created, agent, karmada = await _atomic_with_two_writers(test_kinds, cp, "c")
     reads: list[str] = []
     real_get = cp.get
 

@@ -147,6 +147,7 @@ class StatusWrites:
             except kube_errors.NotFound:
                 pass  # deleted meanwhile: nothing to write
             except Exception as exc:  # anything: keep it, retry with backoff
+                pending.latest = None  # the retry reads the server
                 delay = STATUS_RETRY.delay(min(pending.attempts, 30))
                 pending.attempts += 1
                 pending.not_before = self.clock.monotonic() + delay

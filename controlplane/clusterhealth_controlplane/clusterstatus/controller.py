@@ -39,7 +39,7 @@ from typing import Any
 
 from clusterhealth_controlplane import manager, options
 from clusterhealth_controlplane.clusterstatus import caches, decision, discovery
-from clusterhealth_core import builder, members, reconcile, retry
+from clusterhealth_core import builder, members, reconcile
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
 
@@ -54,7 +54,6 @@ LEASE_NAMESPACE = "karmada-cluster"
 PROBE_WORKERS = 16
 """Concurrent reconciles at least: a probe mostly waits on the network."""
 LEASE_FIELDS = informer.keep_fields("spec.renewTime")
-ONE_ATTEMPT = retry.Backoff(attempts=1)
 READY_STATUSES = (decision.TRUE, decision.FALSE, decision.UNKNOWN)
 
 
@@ -153,7 +152,7 @@ class ClusterStatusController(manager.Controller):
     async def _health_endpoint(self, api: kube.ApiClient) -> tuple[decision.Outcome, str]:
         for path in ("/readyz", "/healthz"):
             try:
-                await api.request("GET", path, backoff=ONE_ATTEMPT,
+                await api.request("GET", path, backoff=discovery.ONE_ATTEMPT,
                                   timeout=self.health.probe_timeout, probe=True)
             except errors.NotFound:
                 if path == "/readyz":
@@ -174,7 +173,7 @@ class ClusterStatusController(manager.Controller):
         found: dict[str, Any] = {}
         try:
             async with asyncio.timeout(self.health.probe_timeout):
-                version = await api.request("GET", "/version", backoff=ONE_ATTEMPT)
+                version = await api.request("GET", "/version", backoff=discovery.ONE_ATTEMPT)
             if isinstance(version, Mapping) and version.get("gitVersion"):
                 found["kubernetesVersion"] = str(version["gitVersion"])
         except (errors.KubeError, OSError, TimeoutError) as exc:

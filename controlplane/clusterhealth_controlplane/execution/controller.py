@@ -241,9 +241,11 @@ class ExecutionController(manager.Controller):
         preserve = (work.get("spec") or {}).get("preserveResourcesOnDeletion")
         if cluster is not None and not preserve:
             if not await self._reachable(cluster):
-                log.info("Work %s/%s: cluster %s unreachable; its objects are deleted (and "
-                         "the finalizer removed) once it answers", meta["namespace"],
-                         meta["name"], cluster_name)
+                # debug, as in the sync: one line per Work per retry while a member is down
+                # floods the log (500 Works: 50 lines a second); the Cluster's Ready says it
+                log.debug("Work %s/%s: cluster %s unreachable; its objects are deleted (and "
+                          "the finalizer removed) once it answers", meta["namespace"],
+                          meta["name"], cluster_name)
                 return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
             await self._delete_objects(work, cluster)
         elif cluster is None:

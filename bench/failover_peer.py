@@ -632,7 +632,8 @@ class FleetRound:
     rate: float = float("nan")
     stale_gone: float = float("nan")
     requests: Counter[str] = dataclasses.field(default_factory=Counter)
-    """Kill -> all Ready: the control-plane API server's requests, the bench's own left out."""
+    """Kill -> all Ready: kube-apiserver's and the aggregated apiserver's requests, the bench's
+    own left out."""
     own_requests: Counter[str] = dataclasses.field(default_factory=Counter)
     """The bench's own requests in that window (its bindings informer, its /metrics read)."""
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)

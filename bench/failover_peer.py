@@ -635,7 +635,7 @@ class FleetRound:
     """Kill -> all Ready: kube-apiserver's and the aggregated apiserver's requests, the bench's
     own left out."""
     own_requests: Counter[str] = dataclasses.field(default_factory=Counter)
-    """The bench's own requests in that window (its bindings informer, its /metrics read)."""
+    """The bench's own requests in that window (its bindings informer's)."""
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
     """Kill -> all Ready: CPU seconds by :data:`CPU_GROUPS`."""
 
@@ -651,8 +651,6 @@ CPU_GROUPS = {
     "bench": "the bench itself",
 }
 """Whose CPU the fleet phase reads over a failover (member1's killed parts left out)."""
-METRICS_READ = "GET /metrics"
-"""How the API server counts the bench's read of ``/metrics`` (one lands in each window)."""
 
 
 def cpu_pids(env: environment.LocalEnvironment, chain: Chain) -> dict[str, list[int]]:
@@ -707,9 +705,9 @@ def bench_requests(informers: prometheus_client.CollectorRegistry) -> Counter[st
     """The bench's own control-plane requests in a window its bindings informer lived in.
 
     Every list page and watch it sent (each watch is counted by the API server as it ends,
-    and all end inside the window), and the first reads of ``/metrics`` (one per server).
+    and all end inside the window).  Neither server counts its reads of ``/metrics``.
     """
-    own: Counter[str] = Counter({METRICS_READ: 2})
+    own: Counter[str] = Counter()
     for verb, sample in (("LIST", "clusterhealth_informer_lists_total"),
                          ("WATCH", "clusterhealth_informer_watches_total")):
         value = informers.get_sample_value(

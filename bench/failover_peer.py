@@ -43,7 +43,12 @@ Phases (``--phases``):
   is off member1 (each binding stamped as a watch of the bindings brings the
   event that shows it off member1, :func:`watching_evictions`) and every
   Deployment runs both replicas Ready elsewhere, the eviction rate; then
-  member1 back: the time until its stale copies are gone.
+  member1 back: the time until its stale copies are gone.  From the kill until
+  every Deployment is Ready elsewhere, what the failover cost: the control
+  plane's requests per failed-over binding by kind (``apiserver_request_total``
+  of kube-apiserver and of karmada-aggregated-apiserver, the bench's own left
+  out) and the CPU seconds of the chain, the control plane's servers, etcd and
+  the members (:data:`CPU_GROUPS`).
 * ``storm``: 100 Deployments Divided equally over 5 members; 3 members killed
   at once (60 % of the fleet): what each chain evicts within 60 s beyond the
   timers and where the replicas are, then again 30 s after the 3 are back.
@@ -61,6 +66,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import os
 import pathlib
 import statistics
 import subprocess
@@ -71,7 +77,9 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from bench import report, runtime, takeover
+import prometheus_client
+
+from bench import report, runtime, takeover, usage
 from clusterhealth_controlplane import options as product_options
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, informer, resources
@@ -171,6 +179,9 @@ class Chain(Protocol):
     def check(self) -> None:
         """Stop the run when a part of the chain died."""
 
+    def parts(self, env: environment.LocalEnvironment) -> list[processes.ManagedProcess]:
+        """The chain's own processes (whose CPU the fleet phase reads)."""
+
 
 class Ours:
     """Our controller manager (every controller) and scheduler, as processes."""
@@ -215,6 +226,9 @@ class Ours:
                 raise SystemExit(f"bench.failover_peer: {proc.name} exited "
                                  f"({proc.exit_code()}):\n{proc.log_tail()}")
 
+    def parts(self, env: environment.LocalEnvironment) -> list[processes.ManagedProcess]:
+        return list(self.procs)
+
 
 class Karmadas:
     """Karmada's chain of the environment (:class:`karmada.KarmadaControlPlane`)."""
@@ -235,6 +249,11 @@ class Karmadas:
 
     def check(self) -> None:
         pass
+
+    def parts(self, env: environment.LocalEnvironment) -> list[processes.ManagedProcess]:
+        assert env.karmada is not None
+        return [p for p in (env.karmada.controller_manager, env.karmada.scheduler,
+                            env.karmada.webhook) if p is not None]
 
 
 # --- objects -------------------------------------------------------------------------------
@@ -612,9 +631,99 @@ class FleetRound:
     all_ready: float = float("nan")
     rate: float = float("nan")
     stale_gone: float = float("nan")
+    requests: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Kill -> all Ready: kube-apiserver's and the aggregated apiserver's requests, the bench's
+    own left out."""
+    own_requests: Counter[str] = dataclasses.field(default_factory=Counter)
+    """The bench's own requests in that window (its bindings informer's)."""
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Kill -> all Ready: CPU seconds by :data:`CPU_GROUPS`."""
 
 
 FLEET_MEMBERS = tuple(f"member{i}" for i in range(1, 11))
+CPU_GROUPS = {
+    "chain": "the chain's processes",
+    "apiserver": "the control plane's kube-apiserver",
+    "etcd": "etcd (every API server's)",
+    "aggregated": "karmada-aggregated-apiserver",
+    "kcm": "the control plane's kube-controller-manager (namespace, GC)",
+    "members": "the members (API servers, controller managers, schedulers, kwok)",
+    "bench": "the bench itself",
+}
+"""Whose CPU the fleet phase reads over a failover (member1's killed parts left out)."""
+
+
+def cpu_pids(env: environment.LocalEnvironment, chain: Chain) -> dict[str, list[int]]:
+    """The running processes of each of :data:`CPU_GROUPS`."""
+    assert env.karmada is not None
+    karmada_cp = env.karmada
+    groups = {
+        "chain": chain.parts(env),
+        "apiserver": [env.servers[environment.CONTROL_PLANE].process],
+        "etcd": [env.etcd] if env.etcd is not None else [],
+        "aggregated": [karmada_cp.aggregated],
+        "kcm": [karmada_cp.kube_controller_manager]
+        if karmada_cp.kube_controller_manager is not None else [],
+        "members": [part for member in FLEET_MEMBERS
+                    for part in (env.servers[member].process, *env.workloads[member].children)],
+    }
+    pids = {name: [p.pid for p in parts if p.pid is not None and p.running()]
+            for name, parts in groups.items()}
+    pids["bench"] = [os.getpid()]
+    return pids
+
+
+def aggregated_client(env: environment.LocalEnvironment) -> kube.ApiClient:
+    """An admin client of karmada-aggregated-apiserver's own address.
+
+    The Cluster requests it serves are counted there: kube-apiserver's aggregator
+    proxies them without counting them in its ``apiserver_request_total``.
+    """
+    assert env.karmada is not None
+    admin = env.servers[environment.CONTROL_PLANE].credentials()
+    return kube.ApiClient(dataclasses.replace(admin, server=env.karmada.url), environ={})
+
+
+@dataclasses.dataclass
+class Reading:
+    """The control plane's request counts and every group's CPU seconds, at one moment."""
+
+    requests: Counter[str]
+    """kube-apiserver's and karmada-aggregated-apiserver's (the Clusters), summed."""
+    cpu: dict[str, dict[int, float]]
+
+    @classmethod
+    async def take(cls, servers: Sequence[kube.ApiClient], pids: dict[str, list[int]]
+                   ) -> Reading:
+        requests: Counter[str] = Counter()
+        for server in servers:
+            requests += await usage.request_counts(server)
+        return cls(requests, {name: usage.cpu_reading(group) for name, group in pids.items()})
+
+
+def bench_requests(informers: prometheus_client.CollectorRegistry) -> Counter[str]:
+    """The bench's own control-plane requests in a window its bindings informer lived in.
+
+    Every list page and watch it sent (each watch is counted by the API server as it ends,
+    and all end inside the window).  Neither server counts its reads of ``/metrics``.
+    """
+    own: Counter[str] = Counter()
+    for verb, sample in (("LIST", "clusterhealth_informer_lists_total"),
+                         ("WATCH", "clusterhealth_informer_watches_total")):
+        value = informers.get_sample_value(
+            sample, {"resource": resources.RESOURCE_BINDINGS.plural}) or 0.0
+        own[f"{verb} {resources.RESOURCE_BINDINGS.plural}"] = int(value)
+    return own
+
+
+def window_usage(result: FleetRound, before: Reading, after: Reading,
+                 own: Counter[str]) -> None:
+    """Fill ``result``'s requests (the bench's ``own`` apart) and CPU from two readings."""
+    counted = usage.sent(before.requests, after.requests)
+    result.own_requests = own & counted
+    result.requests = counted - own
+    result.cpu = {name: usage.cpu_used(start, after.cpu.get(name, {}))
+                  for name, start in before.cpu.items()}
 
 
 async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, chain: Chain,
@@ -636,7 +745,7 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             await cp.create(resources.DEPLOYMENTS,
                             deployment(name, 2, {"group": group[name]}), namespace=NAMESPACE)
     await asyncio.gather(*(create(n) for n in names))
-    clients = {m: env.client(m) for m in FLEET_MEMBERS}
+    clients = {m: env.client(m) for m in FLEET_MEMBERS} | {"aggregated": aggregated_client(env)}
     try:
         async def placed() -> bool:
             chain.check()
@@ -654,8 +763,12 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
                           f"{time.monotonic() - began:.0f} s")
         await clients["member1"].close()
         evicted_at: dict[str, float] = {}
+        pids = cpu_pids(env, chain)
+        informers = prometheus_client.CollectorRegistry()
+        servers = (cp, clients["aggregated"])
+        before = await Reading.take(servers, pids)
         try:
-            async with watching_evictions(cp, count, evicted_at) as all_seen:
+            async with watching_evictions(cp, count, evicted_at, informers) as all_seen:
                 began = time.monotonic()
                 await kill_node(env, "member1")
 
@@ -677,6 +790,8 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             await until(ready, f"{chain.label}: every Deployment's 2 replicas Ready elsewhere",
                         interval=0.5, timeout=1800.0)
             result.all_ready = time.monotonic() - began
+            window_usage(result, before, await Reading.take(servers, pids),
+                         bench_requests(informers))
         finally:
             await restart_node(env, "member1")
         back = time.monotonic()
@@ -699,7 +814,8 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
 
 
 @contextlib.asynccontextmanager
-async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[str, float]
+async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[str, float],
+                             registry: prometheus_client.CollectorRegistry
                              ) -> AsyncIterator[asyncio.Event]:
     """Stamp each binding (monotonic time) off member1 as its watch event arrives.
 
@@ -708,9 +824,11 @@ async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[st
     an event shows it without member1.  The event yielded is set once ``count`` are
     stamped (the finish line of both chains).  Listing all bindings again and again
     instead made the API server's answer late under load (issue 22: 28 timed-out lists
-    in one round), and a late list stamps late.
+    in one round), and a late list stamps late.  Its lists and watches are counted in
+    ``registry`` (:func:`bench_requests`).
     """
-    cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE)
+    cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE,
+                              metrics=informer.InformerMetrics(registry))
     done = asyncio.Event()
 
     def seen(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -1004,7 +1122,57 @@ def fleet_figures(rounds: Sequence[FleetRound], count: int) -> list[report.Figur
     for chain, label in (("ours", "ours"), ("karmada", "Karmada")):
         figures.append(report.Figure(f"fleet, {label}: eviction rate (first to last)",
                                      _samples(rounds, chain, "rate"), "bindings/s"))
+    return figures + usage_figures(rounds, count)
+
+
+WINDOW = "kill -> all Ready"
+
+
+def usage_figures(rounds: Sequence[FleetRound], count: int) -> list[report.Figure]:
+    """Control-plane requests per failed-over binding and CPU seconds, kill -> all Ready."""
+    per_binding = {chain: tuple(sum(r.requests.values()) / count
+                                for r in rounds if r.chain == chain)
+                   for chain in ("ours", "karmada")}
+    what = f"control-plane API requests per failed-over binding ({WINDOW})"
+    figures = [report.Figure(f"fleet, ours: {what}", per_binding["ours"], "requests"),
+               report.Figure(f"fleet, Karmada: {what}", per_binding["karmada"], "requests"),
+               ratio_figure(f"fleet: {what}", per_binding["ours"], per_binding["karmada"], "-")]
+    for group, label in CPU_GROUPS.items():
+        cpu = {chain: tuple(r.cpu[group] for r in rounds if r.chain == chain)
+               for chain in ("ours", "karmada")}
+        figures += [report.Figure(f"fleet, ours: CPU of {label} ({WINDOW})", cpu["ours"], "s"),
+                    report.Figure(f"fleet, Karmada: CPU of {label} ({WINDOW})", cpu["karmada"],
+                                  "s")]
+        if group == "chain":
+            figures.append(ratio_figure(f"fleet: CPU of {label} ({WINDOW})", cpu["ours"],
+                                        cpu["karmada"], "-"))
     return figures
+
+
+def request_notes(rounds: Sequence[FleetRound], count: int) -> list[str]:
+    """Per kind of request: ours and Karmada per failed-over binding (medians of rounds)."""
+    def medians(chain: str) -> dict[str, float]:
+        counted = [r.requests for r in rounds if r.chain == chain]
+        kinds = {kind for c in counted for kind in c}
+        return {kind: statistics.median(c[kind] for c in counted) / count for kind in kinds}
+    ours, theirs = medians("ours"), medians("karmada")
+    kinds = sorted(ours.keys() | theirs.keys(),
+                   key=lambda k: (theirs.get(k, 0.0) - ours.get(k, 0.0), k))
+    shown = [f"{kind} {ours.get(kind, 0.0):.2f} / {theirs.get(kind, 0.0):.2f}" for kind in kinds
+             if max(ours.get(kind, 0.0), theirs.get(kind, 0.0)) >= 0.01]
+    rest = len(kinds) - len(shown)
+    own = Counter[str]()
+    for result in rounds:
+        own.update(result.own_requests)
+    return [f"fleet: control-plane API requests per failed-over binding by kind "
+            f"(apiserver_request_total of kube-apiserver plus karmada-aggregated-apiserver, "
+            f"which serves the Clusters; {WINDOW}), ours / Karmada, most more in ours first: "
+            + "; ".join(shown) + (f"; {rest} kinds under 0.01 in both" if rest else "")
+            + ". Left out: the bench's own requests in the windows ("
+            + ", ".join(f"{kind} {n}" for kind, n in sorted(own.items())) + ").",
+            "fleet: CPU seconds are utime+stime of /proc/PID/stat (children excluded) over "
+            f"{WINDOW}; member1's killed API server, controller manager and scheduler are left "
+            "out (its kwok counts); one etcd serves every API server of the environment."]
 
 
 def storm_bound(window: float) -> int:
@@ -1080,6 +1248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "fleet" in phases:
             fleet = asyncio.run(fleet_phase(options.rounds, timers, logs, options.bindings))
             figures += fleet_figures(fleet, options.bindings)
+            notes += request_notes(fleet, options.bindings)
         if "defaults" in phases:
             defaults = asyncio.run(defaults_phase(timers, logs, options.defaults_observe))
             figures += defaults_figures(defaults)

@@ -25,9 +25,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
-import os
 import pathlib
-import re
 import statistics
 import subprocess
 import sys
@@ -36,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from bench import remedy_workload as workloads
-from bench import report, runtime, takeover
+from bench import report, runtime, takeover, usage
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import binaries, environment
@@ -46,7 +44,6 @@ TARGET_CLUSTERS = 1000
 """The scale the issue's convergence target (< 10 s) is stated for."""
 RSS_PERIOD = 0.2
 """Seconds between VmRSS samples of a controller (VmHWM is read as well)."""
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- the controllers measured ----------------------------------------------------------
@@ -109,17 +106,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User plus system CPU seconds a process has used (``/proc/PID/stat``); 0 once gone."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def proc_mib(pid: int, key: str) -> float:
@@ -190,10 +176,10 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await asyncio.sleep(0.5)  # the watch is open
             await flip(True, 60)  # warm-up: the controller is up and synced
             await flip(False, 10)
-            counted = await request_counts(api)
+            counted = await usage.request_counts(api)
             for index in range(flips):
                 samples.append(await flip(index % 2 == 0, 10))
-            sent = await request_counts(api)
+            sent = await usage.request_counts(api)
             sent.subtract(counted)
             takeover.progress(f"{impl.name}: {flips} flips; requests: "
                               + ", ".join(f"{k} {n}" for k, n in sorted(sent.items()) if n > 0))
@@ -288,36 +274,9 @@ async def wait_converged(api: kube.ApiClient, expected: dict[str, tuple[str, ...
     return time.monotonic() - started
 
 
-_REQUEST_LINE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-async def request_counts(api: kube.ApiClient) -> collections.Counter[str]:
-    """The API server's ``apiserver_request_total`` as ``VERB resource[/subresource]``.
-
-    Differences over a change say which requests a controller sends (the
-    benchmark's own list and watch of the Clusters are the same for every one).
-    """
-    text = await api.request("GET", "/metrics")
-    counts: collections.Counter[str] = collections.Counter()
-    for labels, value in _REQUEST_LINE.findall(str(text)):
-        label = dict(_LABEL.findall(labels))
-        what = label.get("resource", "") + (f"/{label['subresource']}"
-                                             if label.get("subresource") else "")
-        counts[f"{label.get('verb', '?')} {what}"] += int(float(value))
-    return counts
-
-
 CONTROLLER_WRITES = {"clusters/status": "Cluster status", "events": "Event",
                      "remedies/status": "Remedy status"}
 """The resources a remedy controller writes; the benchmark itself writes none of them."""
-
-
-def writes_of(counts: Mapping[str, int], resource: str) -> int:
-    """The writes (create, update, patch, apply) of ``resource`` among ``counts``."""
-    return sum(n for key, n in counts.items()
-               if key.split(" ")[0] in ("POST", "PATCH", "APPLY", "PUT")
-               and key.split(" ")[1] == resource)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,14 +329,14 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
                 to_all = index % 2 == 0
                 body = workload.changed if to_all else workload.remedies[-1]
                 takeover.progress(f"{impl.name}: change {index + 1}/{changes} of scale-all")
-                counted = await request_counts(api)
-                cpu = cpu_seconds(ctrl.pid), sum(map(cpu_seconds, servers))
+                counted = await usage.request_counts(api)
+                cpu = usage.cpu_seconds(ctrl.pid), sum(map(usage.cpu_seconds, servers))
                 started = time.monotonic()
                 await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
                 after_change.append(await wait_converged(api, expected[to_all], started))
-                ours.append((cpu_seconds(ctrl.pid) - cpu[0]) * 1000 / writes)
-                theirs.append((sum(map(cpu_seconds, servers)) - cpu[1]) * 1000 / writes)
-                sent = await request_counts(api)
+                ours.append((usage.cpu_seconds(ctrl.pid) - cpu[0]) * 1000 / writes)
+                theirs.append((sum(map(usage.cpu_seconds, servers)) - cpu[1]) * 1000 / writes)
+                sent = await usage.request_counts(api)
                 sent.subtract(counted)
                 requests.append(+sent)
                 takeover.progress(f"{impl.name}: {after_change[-1]:.2f} s; requests: "
@@ -535,12 +494,12 @@ def request_figures(prefix: str, who: str, writes: int, done: Sequence[ScaleRun]
     if not counted:
         return []
     figures = [report.Figure(f"{prefix}{kind} writes per change, {who}",
-                             tuple(float(writes_of(c, resource)) for c in counted), "writes")
+                             tuple(float(usage.writes_of(c, resource)) for c in counted), "writes")
                for resource, kind in CONTROLLER_WRITES.items()]
     per_write = []
     for run in done:
         for cpu, counts in zip(run.server_cpu_per_write, run.requests, strict=True):
-            sent = sum(writes_of(counts, resource) for resource in CONTROLLER_WRITES)
+            sent = sum(usage.writes_of(counts, resource) for resource in CONTROLLER_WRITES)
             if sent:
                 per_write.append(cpu * writes / sent)
     figures.append(report.Figure(

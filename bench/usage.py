@@ -1,0 +1,86 @@
+"""What a step of a benchmark cost: the requests an API server counted, the CPU processes used.
+
+Both are read before and after the step and subtracted.  Requests come from the
+API server's ``apiserver_request_total`` (``/metrics``), keyed ``VERB
+resource[/subresource]``; CPU seconds from ``/proc/PID/stat`` (user plus system
+time of the process and its threads, its children excluded).  ``bench.remedy``
+reads them over a change of a Remedy, ``bench.failover_peer`` over a failover.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from clusterhealth_core.kube import client as kube
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_REQUEST_LINE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+WRITE_VERBS = ("POST", "PATCH", "APPLY", "PUT")
+
+
+def parse_request_counts(text: str) -> Counter[str]:
+    """``apiserver_request_total`` of a ``/metrics`` text by ``VERB resource[/subresource]``.
+
+    The other labels (group, version, scope, response code...) are summed over.
+    """
+    counts: Counter[str] = Counter()
+    for labels, value in _REQUEST_LINE.findall(text):
+        label = dict(_LABEL.findall(labels))
+        what = label.get("resource", "") + (f"/{label['subresource']}"
+                                             if label.get("subresource") else "")
+        counts[f"{label.get('verb', '?')} {what}"] += int(float(value))
+    return counts
+
+
+async def request_counts(api: kube.ApiClient) -> Counter[str]:
+    """The API server's ``apiserver_request_total`` now (:func:`parse_request_counts`)."""
+    return parse_request_counts(str(await api.request("GET", "/metrics")))
+
+
+def sent(before: Mapping[str, int], after: Mapping[str, int]) -> Counter[str]:
+    """The requests counted between two readings, kinds without any left out."""
+    difference = Counter(after)
+    difference.subtract(before)
+    return +difference
+
+
+def writes_of(counts: Mapping[str, int], resource: str) -> int:
+    """The writes (create, update, patch, apply) of ``resource`` among ``counts``."""
+    return sum(n for key, n in counts.items()
+               if key.split(" ")[0] in WRITE_VERBS and key.split(" ")[1] == resource)
+
+
+def parse_cpu_seconds(stat: str) -> float:
+    """User plus system CPU seconds of a ``/proc/PID/stat`` line (children's excluded)."""
+    fields = stat.rsplit(")", 1)[1].split()  # the command may hold spaces and ")"
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User plus system CPU seconds a process has used (``/proc/PID/stat``); 0 once gone."""
+    if pid is None:
+        return 0.0
+    try:
+        return parse_cpu_seconds(pathlib.Path(f"/proc/{pid}/stat").read_text())
+    except (FileNotFoundError, IndexError):
+        return 0.0
+
+
+def cpu_reading(pids: Iterable[int]) -> dict[int, float]:
+    """Every process's CPU seconds now, by pid."""
+    return {pid: cpu_seconds(pid) for pid in pids}
+
+
+def cpu_used(before: Mapping[int, float], after: Mapping[int, float]) -> float:
+    """CPU seconds the processes of ``before`` used until ``after``.
+
+    A process gone in between (it reads 0, or is missing from ``after``) is left out:
+    what it used before it ended is not known.
+    """
+    return sum(after[pid] - start for pid, start in before.items()
+               if pid in after and after[pid] >= start)

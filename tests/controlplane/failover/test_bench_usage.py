@@ -1,0 +1,92 @@
+"""What a failover cost, as bench.failover_peer reports it: requests and CPU read twice, subtracted.
+
+Pure: metrics text and ``/proc`` lines written here, no API server.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from bench import failover_peer, usage
+
+METRICS = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out by verb...
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="work.karmada.io",\
+resource="resourcebindings",scope="namespace",subresource="",verb="PUT",version="v1alpha2"} 7
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="work.karmada.io",\
+resource="resourcebindings",scope="namespace",subresource="",verb="PUT",version="v1alpha2"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="work.karmada.io",\
+resource="resourcebindings",scope="namespace",subresource="status",verb="PATCH",\
+version="v1alpha2"} 1.2e+01
+apiserver_request_total{code="0",component="apiserver",dry_run="",group="",resource="pods",\
+scope="cluster",subresource="",verb="WATCH",version="v1"} 3
+apiserver_request_duration_seconds_count{resource="pods",verb="WATCH"} 99
+"""
+
+
+def test_request_counts_are_keyed_by_verb_and_resource() -> None:
+    assert usage.parse_request_counts(METRICS) == Counter({
+        "PUT resourcebindings": 9, "PATCH resourcebindings/status": 12, "WATCH pods": 3})
+
+
+def test_requests_sent_between_two_readings() -> None:
+    before = Counter({"PUT works": 5, "GET clusters": 2})
+    after = Counter({"PUT works": 9, "GET clusters": 2, "DELETE works": 1})
+    assert usage.sent(before, after) == Counter({"PUT works": 4, "DELETE works": 1})
+    assert usage.writes_of(after, "works") == 9
+
+
+def test_cpu_seconds_of_a_stat_line_whose_command_holds_spaces_and_parentheses() -> None:
+    ticks = usage.CLOCK_TICKS
+    stat = (f"42 (kube apiserver) (x)) S 1 42 42 0 -1 4194560 10 0 0 0 {3 * ticks} {ticks} "
+            f"{50 * ticks} {50 * ticks} 20 0 12 0 100 0 0")
+    assert usage.parse_cpu_seconds(stat) == pytest.approx(4.0)  # children's 100 s left out
+
+
+def test_a_process_gone_within_the_window_is_left_out() -> None:
+    before = {10: 1.0, 11: 5.0, 12: 2.0}
+    after = {10: 3.5, 11: 0.0}  # 11 read 0: gone; 12 missing
+    assert usage.cpu_used(before, after) == pytest.approx(2.5)
+
+
+def reading(requests: dict[str, int], chain: float) -> failover_peer.Reading:
+    return failover_peer.Reading(Counter(requests), {"chain": {7: chain}, "bench": {8: 1.0}})
+
+
+def test_a_round_keeps_the_bench_own_requests_apart() -> None:
+    result = failover_peer.FleetRound("ours")
+    own = Counter({"LIST resourcebindings": 1, "WATCH resourcebindings": 1})
+    failover_peer.window_usage(
+        result, reading({"PUT works": 10, "LIST resourcebindings": 4}, 2.0),
+        reading({"PUT works": 30, "LIST resourcebindings": 6, "WATCH resourcebindings": 1},
+                5.0), own)
+    assert result.requests == Counter({"PUT works": 20, "LIST resourcebindings": 1})
+    assert result.own_requests == own
+    assert result.cpu == {"chain": pytest.approx(3.0), "bench": 0.0}
+
+
+def fleet_round(chain: str, requests: dict[str, int], cpu: float) -> failover_peer.FleetRound:
+    return failover_peer.FleetRound(
+        chain, requests=Counter(requests), own_requests=Counter({"WATCH resourcebindings": 1}),
+        cpu=dict.fromkeys(failover_peer.CPU_GROUPS, 0.0) | {"chain": cpu})
+
+
+def test_requests_per_binding_and_chain_cpu_are_compared_with_karmada() -> None:
+    rounds = [fleet_round("ours", {"PUT works": 200, "PATCH resourcebindings/status": 400,
+                                   "GET clusters": 1}, 30.0),
+              fleet_round("karmada", {"PUT works": 200, "PUT resourcebindings": 200}, 20.0)]
+    figures = {f.name: f for f in failover_peer.usage_figures(rounds, 200)}
+    what = "control-plane API requests per failed-over binding (kill -> all Ready)"
+    assert figures[f"fleet, ours: {what}"].samples == pytest.approx((3.005,))
+    assert figures[f"fleet: {what}: ours / Karmada (per pair of rounds)"].samples == \
+        pytest.approx((1.5025,))
+    chain = "CPU of the chain's processes (kill -> all Ready)"
+    assert figures[f"fleet: {chain}: ours / Karmada (per pair of rounds)"].samples == \
+        pytest.approx((1.5,))
+    note = failover_peer.request_notes(rounds, 200)[0]
+    assert ("most more in ours first: PATCH resourcebindings/status 2.00 / 0.00; "
+            "PUT works 1.00 / 1.00; PUT resourcebindings 0.00 / 1.00; "
+            "1 kinds under 0.01 in both.") in note
+    assert "(WATCH resourcebindings 2)" in note

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import functools
 import heapq
 import types
@@ -236,6 +237,33 @@ def status_patch(decision: Decision) -> dict[str, Any]:
     set before.
     """
     return dict(decision._status)  # computed once per decision (a mass change compares twice)
+
+
+class StatusChange(enum.Enum):
+    """What writing a Cluster's computed remedy status over its live one changes."""
+
+    NONE = "none"
+    """The same: no write."""
+    ACTIONS = "actions"
+    """``remedyActions`` differ: the write acts, it is never held back."""
+    PROVENANCE = "provenance"
+    """Only ``remedyActionSources`` differ: the write records why, and may wait."""
+
+
+def status_change(live: Mapping[str, Any], desired: Mapping[str, Any]) -> StatusChange:
+    """Whether a write of ``desired`` over ``live`` changes the actions or only provenance.
+
+    Both are the owned fields in wire shape (:func:`status_patch`).  An action
+    list in another order is an actions change (it is rewritten sorted):
+    only a write that leaves ``remedyActions`` exactly as they are is
+    provenance-only.  Karmada's controller writes no provenance, so it sends
+    no such write (decision 0009).
+    """
+    if live == desired:
+        return StatusChange.NONE
+    if list(live.get("remedyActions") or ()) != list(desired.get("remedyActions") or ()):
+        return StatusChange.ACTIONS
+    return StatusChange.PROVENANCE
 
 
 def action_changes(

@@ -7,8 +7,13 @@ change (profile in ``docs/decisions/0005-remedy-controller-at-scale.md``).
 Here a Cluster finds only the Remedies that can cover it (those naming it,
 and those without an affinity), and a Remedy finds the Clusters it acts on.
 
-Pure data structures: no I/O, no clock; the controller feeds them from its
-informer events and reconciles.
+:class:`ClusterWrites` keeps the other side of a decision: the Cluster
+status writes between a decision and the server (in flight, or held back
+because they change only provenance), so that their echoes cost no reconcile
+and the writes that act go first.
+
+Pure data structures: no I/O, no clock (time is passed in); the controller
+feeds them from its informer events and reconciles.
 """
 
 from __future__ import annotations
@@ -157,3 +162,88 @@ class ActiveIndex:
     def values(self) -> Iterable[decision.Decision]:
         """Every recorded decision."""
         return self.decisions.values()
+
+
+@dataclasses.dataclass
+class _Held:
+    since: float
+    """When the write was first held back (monotonic seconds)."""
+    live: Mapping[str, Any]
+    """Our fields as they stay on the Cluster meanwhile (their echo is no disturbance)."""
+
+
+class ClusterWrites:
+    """The Cluster status writes between a decision and the server: in flight, or held back.
+
+    Our fields on a Cluster may differ from its latest decision without anybody
+    having disturbed them: while the write is in flight (its echo often
+    arrives before its answer), and while a write that changes only
+    ``remedyActionSources`` waits (:meth:`hold`).
+
+    The hold: a provenance-only write waits while other Clusters are queued
+    or a write that acts is in flight (:meth:`busy`: the writes that act go
+    first, as Karmada's controller, which writes no provenance, sends only
+    those), at most ``hold_max`` seconds from when it was first held.  Once
+    that is over, :meth:`release` names the held Clusters to queue again;
+    queued that way they do not count as waiting (:meth:`waiting`), else they
+    would hold each other back.
+    """
+
+    def __init__(self, hold_max: float) -> None:
+        self.hold_max = hold_max
+        self._writing: dict[str, Mapping[str, Any]] = {}
+        self._acting: set[str] = set()
+        """Clusters whose write in flight changes their actions."""
+        self._held: dict[str, _Held] = {}
+        self._released: set[str] = set()
+        """Held Clusters queued again by :meth:`release`, not yet taken by a worker."""
+
+    def start(self, name: str, status: Mapping[str, Any], acts: bool) -> None:
+        """A write of ``status`` to the Cluster ``name`` begins (``acts``: it changes actions)."""
+        self._writing[name] = status
+        if acts:
+            self._acting.add(name)
+
+    def finish(self, name: str) -> None:
+        """The write to ``name`` is answered (or failed)."""
+        del self._writing[name]
+        self._acting.discard(name)
+
+    def expected(self, name: str, owned: Mapping[str, Any]) -> bool:
+        """Whether ``owned`` (our fields on the Cluster) is a write in flight or held back."""
+        held = self._held.get(name)
+        return owned == self._writing.get(name) or (held is not None and owned == held.live)
+
+    def waiting(self, queued: int) -> bool:
+        """Whether Clusters other than released held ones wait among ``queued`` in the queue."""
+        return queued > len(self._released)
+
+    def busy(self, queued: int) -> bool:
+        """Whether :meth:`waiting`, or a write that acts is in flight: provenance waits then."""
+        return self.waiting(queued) or bool(self._acting)
+
+    def hold(self, name: str, live: Mapping[str, Any], queued: int, now: float) -> float | None:
+        """Seconds the provenance-only write of ``name`` waits, or None: write it now.
+
+        Call when a worker took ``name`` (no longer among ``queued``); it
+        waits while :meth:`busy`, until ``hold_max`` after it was first held.
+        """
+        self._released.discard(name)
+        held = self._held.setdefault(name, _Held(now, live))
+        held.live = live
+        left = held.since + self.hold_max - now
+        if left <= 0 or not self.busy(queued):
+            self.forget(name)
+            return None
+        return left
+
+    def forget(self, name: str) -> None:
+        """``name`` holds nothing back (written, no provenance-only change, or gone)."""
+        self._held.pop(name, None)
+        self._released.discard(name)
+
+    def release(self) -> list[str]:
+        """The held Clusters to queue again (the queue drained); each named once."""
+        names = [name for name in self._held if name not in self._released]
+        self._released.update(names)
+        return names

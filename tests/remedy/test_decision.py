@@ -407,6 +407,57 @@ def test_action_changes_from_decisions() -> None:
     assert decision.action_changes(down.sources, up.sources) == ([], [(TC, ("foo",))])
 
 
+def _owned(actions: list[str], sources: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    owned: dict[str, Any] = {"remedyActions": actions} if actions else {}
+    if sources is not None:
+        owned["remedyActionSources"] = [{"action": a, "remedies": r} for a, r in sources.items()]
+    return owned
+
+
+CHANGE = decision.StatusChange
+
+
+@pytest.mark.parametrize(
+    ("live", "desired", "change"),
+    [
+        pytest.param({}, {}, CHANGE.NONE, id="nothing either side"),
+        pytest.param(_owned([TC], {TC: ["a"]}), _owned([TC], {TC: ["a"]}), CHANGE.NONE,
+                     id="the same"),
+        pytest.param({}, _owned([TC], {TC: ["a"]}), CHANGE.ACTIONS, id="action added"),
+        pytest.param(_owned([TC], {TC: ["a"]}), {}, CHANGE.ACTIONS, id="action removed"),
+        pytest.param(_owned([TC], {TC: ["a"]}), _owned(["X", TC], {"X": ["a"], TC: ["a"]}),
+                     CHANGE.ACTIONS, id="one more action, same sources too"),
+        pytest.param(_owned([TC, "X"]), _owned(["X", TC]), CHANGE.ACTIONS,
+                     id="same actions in another order: rewritten sorted"),
+        pytest.param(_owned([TC], {TC: ["a"]}), _owned([TC], {TC: ["a", "all"]}),
+                     CHANGE.PROVENANCE, id="a Remedy more behind an action"),
+        pytest.param(_owned([TC], {TC: ["a", "all"]}), _owned([TC], {TC: ["a"]}),
+                     CHANGE.PROVENANCE, id="a Remedy less behind an action"),
+        pytest.param(_owned([TC], {TC: ["a"]}), _owned([TC], {TC: ["b"]}), CHANGE.PROVENANCE,
+                     id="another Remedy behind the same action"),
+        pytest.param(_owned([TC]), _owned([TC], {TC: ["a"]}), CHANGE.PROVENANCE,
+                     id="sources added to actions written without"),
+        pytest.param(_owned([TC], {TC: ["a"]}), _owned([TC]), CHANGE.PROVENANCE,
+                     id="sources gone (a server without the field)"),
+    ],
+)
+def test_status_change(live: dict[str, Any], desired: dict[str, Any],
+                       change: decision.StatusChange) -> None:
+    assert decision.status_change(live, desired) is change
+
+
+def test_status_change_of_decisions_covering_every_cluster() -> None:
+    """The benchmark's case: a Remedy on every Cluster joins one a named Remedy acts on."""
+    named = make("named", {"clusterAffinity": {"clusterNames": ["member1"]}, "actions": [TC]})
+    everywhere = make("all", {"actions": [TC]})
+    before = decision.status_patch(decision.decide("member1", DNS_FALSE, [named]))
+    for name, change in (("member1", CHANGE.PROVENANCE), ("member2", CHANGE.ACTIONS)):
+        live = before if name == "member1" else {}
+        after = decision.status_patch(decision.decide(name, DNS_FALSE, [named, everywhere]))
+        assert decision.status_change(live, after) is change, name
+        assert decision.status_change(after, live) is change, name
+
+
 @pytest.mark.parametrize(
     ("req", "text"),
     [

@@ -123,3 +123,58 @@ def test_a_refused_remedy_is_kept_apart_once_per_problem() -> None:
     assert remedies.update("r", obj(dns_down(["c0"]))) is None and not remedies.invalid
     assert remedies.update("r", obj(bad)) is not None  # invalid again: news again
     assert remedies.update("r", None) is None and not remedies.invalid and not len(remedies)
+
+
+OLD = {"remedyActions": [TC], "remedyActionSources": [{"action": TC, "remedies": ["a"]}]}
+NEW = {"remedyActions": [TC], "remedyActionSources": [{"action": TC, "remedies": ["a", "b"]}]}
+
+
+@pytest.mark.parametrize(
+    ("queued", "acting", "now", "wait"),
+    [
+        pytest.param(0, False, 0.0, None, id="nothing queued: written now"),
+        pytest.param(3, False, 0.0, 30.0, id="Clusters queued: waits, at most the bound"),
+        pytest.param(0, True, 0.0, 30.0, id="a write that acts in flight: waits"),
+        pytest.param(3, False, 12.5, 17.5, id="still queued later: the rest of the bound"),
+        pytest.param(3, False, 30.0, None, id="bound reached: written though queued"),
+    ],
+)
+def test_a_provenance_write_waits_while_writes_that_act_are_due(
+        queued: int, acting: bool, now: float, wait: float | None) -> None:
+    writes = index.ClusterWrites(hold_max=30.0)
+    if acting:
+        writes.start("other", NEW, acts=True)
+    if now:  # first held at 0, looked at again now
+        assert writes.hold("c1", OLD, queued, 0.0) == 30.0
+    assert writes.hold("c1", OLD, queued, now) == wait
+    assert writes.expected("c1", OLD) is (wait is not None)  # its own echo is no disturbance
+
+
+def test_released_writes_do_not_hold_each_other_back() -> None:
+    writes = index.ClusterWrites(hold_max=30.0)
+    for name in ("c1", "c2", "c3"):
+        assert writes.hold(name, OLD, queued=5, now=0.0) is not None
+    assert writes.busy(queued=0) is False
+    assert sorted(writes.release()) == ["c1", "c2", "c3"]
+    assert writes.release() == []  # each named once
+    # the three are queued again: they alone are no reason to wait
+    assert writes.waiting(queued=3) is False
+    assert writes.hold("c1", OLD, queued=2, now=1.0) is None  # c2, c3 still queued
+    writes.start("c1", NEW, acts=False)
+    assert writes.busy(queued=2) is False  # a provenance write in flight holds nobody back
+    writes.finish("c1")
+    # a Cluster queued meanwhile for its actions: the released ones wait again
+    assert writes.waiting(queued=3) is True
+    assert writes.hold("c2", OLD, queued=2, now=2.0) == 28.0  # the bound runs from its start
+    assert writes.release() == ["c2"]  # held again: named again once the queue drains
+    writes.forget("c3")  # deleted, or no longer provenance-only
+    assert writes.waiting(queued=1) is False
+
+
+def test_writes_in_flight_are_expected_until_answered() -> None:
+    writes = index.ClusterWrites(hold_max=30.0)
+    writes.start("c1", NEW, acts=True)
+    assert writes.expected("c1", NEW) and not writes.expected("c1", OLD)
+    assert writes.busy(queued=0)
+    writes.finish("c1")
+    assert not writes.expected("c1", NEW) and not writes.busy(queued=0)

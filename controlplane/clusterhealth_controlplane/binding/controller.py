@@ -5,8 +5,9 @@
   detector), made when a binding first references the kind (resolved
   through the control plane's discovery).
 * A key is one binding.  Its reconcile applies one Work per target cluster
-  (server-side apply, field manager ``clusterhealth-binding``), creating
-  the execution namespace when missing, and deletes the binding's Works no
+  (server-side apply, field manager ``clusterhealth-binding``; skipped
+  when the cached Work already carries it, see :func:`decision.carried`),
+  creating the execution namespace when missing, and deletes the binding's Works no
   longer wanted (see :func:`decision.orphans`).  A binding gone or being
   deleted takes all its Works with it (the execution controller's finalizer
   then removes the member objects first).
@@ -116,6 +117,8 @@ class BindingController(manager.Controller):
         return None
 
     async def _apply(self, work: decision.DesiredWork) -> None:
+        if decision.carried(work, self.works.store.get(f"{work.namespace}/{work.name}")):
+            return  # nothing to write: the Work (in the cache) already says all of it
         await self.writer.apply(work.body())
 
     async def _delete(self, works: list[Any]) -> None:
@@ -124,8 +127,12 @@ class BindingController(manager.Controller):
 
 
 def _work_carried(work: dict[str, Any]) -> Any:
-    """What of a Work its binding cares for: not its status."""
-    return work.get("spec"), builder.meta(work, "labels")
+    """What of a Work its binding cares for: not its status.
+
+    A hand edit of any of these re-queues the binding, which applies the Work again (see
+    :func:`decision.carried`).
+    """
+    return work.get("spec"), builder.meta(work, "labels"), builder.meta(work, "annotations")
 
 
 def _with_kind(binding: dict[str, Any], ref: vocabulary.BindingRef) -> dict[str, Any]:

@@ -88,6 +88,40 @@ class DesiredWork:
                 "spec": {"workload": {"manifests": [self.manifest]}}}
 
 
+def _holds(current: Any, wanted: Any) -> bool:
+    """Whether ``current`` already has everything of ``wanted``.
+
+    Every key of a mapping (more keys are someone else's and stay); anything else equal
+    (lists whole, as an apply replaces them).
+    """
+    if isinstance(wanted, Mapping):
+        return isinstance(current, Mapping) and all(
+            key in current and _holds(current[key], value) for key, value in wanted.items())
+    return bool(current == wanted)
+
+
+def carried(work: DesiredWork, current: Mapping[str, Any] | None) -> bool:
+    """Whether the cached Work ``current`` already carries all that applying ``work`` sets.
+
+    Karmada's binding controller updates a Work only when it differs; applying one that
+    does not differ costs the API server a write and wakes the execution controller for
+    nothing.  A Work being deleted is never carried (it is made again once gone), and a
+    hand edit of anything we apply (a label dropped, the manifest changed) makes it differ,
+    so the next apply puts it back.  The finalizers are a set: ours must be among them.
+    """
+    if current is None:
+        return False
+    body = work.body()
+    meta = current.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    wanted = body["metadata"]
+    return (_holds(meta.get("labels") or {}, wanted["labels"])
+            and _holds(meta.get("annotations") or {}, wanted["annotations"])
+            and set(wanted["finalizers"]) <= set(meta.get("finalizers") or ())
+            and _holds(current.get("spec"), body["spec"]))
+
+
 def binding_id(binding: Mapping[str, Any]) -> str:
     """The binding's permanent id: its label if it has one, else its uid."""
     meta = binding.get("metadata") or {}

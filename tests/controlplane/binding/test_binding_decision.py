@@ -298,3 +298,56 @@ def test_a_binding_propagates_only_what_its_namespace_may(
         assert found is not None and found.reason == reason
         assert says is not None and says in found.message
         assert "nothing of it is propagated" in found.message
+
+
+
+def _applied(desired: decision.DesiredWork) -> dict[str, Any]:
+    """The Work as the API server holds it after our apply (plus what it adds)."""
+    body = copy.deepcopy(desired.body())
+    body["metadata"].update(uid="w-uid", resourceVersion="7", generation=1)
+    body["status"] = {"conditions": [{"type": "Applied", "status": "True"}]}
+    return body
+
+
+def _manifest(work: dict[str, Any]) -> dict[str, Any]:
+    manifest: dict[str, Any] = work["spec"]["workload"]["manifests"][0]
+    return manifest
+
+
+CARRIED_TABLE: list[tuple[str, Any, bool]] = [
+    ("as applied, with status and bookkeeping", lambda w: None, True),
+    ("being deleted", lambda w: w["metadata"].update(deletionTimestamp="now"), False),
+    ("our label dropped by hand", lambda w: w["metadata"]["labels"].pop(vocabulary.RB_ID),
+     False),
+    ("someone else's label added", lambda w: w["metadata"]["labels"].update(team="a"), True),
+    ("our annotation changed", lambda w: w["metadata"]["annotations"].update(
+        {vocabulary.CONFLICT_RESOLUTION: "overwrite"}), False),
+    ("our finalizer missing", lambda w: w["metadata"].update(finalizers=["other"]), False),
+    ("our finalizer among others", lambda w: w["metadata"].update(
+        finalizers=["other", vocabulary.EXECUTION_FINALIZER]), True),
+    ("the manifest edited by hand", lambda w: _manifest(w)["spec"].update(paused=True), False),
+    ("a manifest field dropped by hand", lambda w: _manifest(w)["spec"].pop("replicas"), False),
+    ("a spec field that is not ours", lambda w: w["spec"].update(suspendDispatching=True),
+     True),
+]
+
+
+@pytest.mark.parametrize(("edit", "carried"), [pytest.param(e, c, id=i)
+                                               for i, e, c in CARRIED_TABLE])
+def test_a_work_is_applied_only_when_it_differs(edit: Any, carried: bool) -> None:
+    desired = decision.desired_works(rb([("member1", 1)]), template())[0]
+    current = _applied(desired)
+    edit(current)
+    assert decision.carried(desired, current) is carried
+
+
+def test_a_work_not_in_the_cache_is_applied() -> None:
+    desired = decision.desired_works(rb([("member1", 1)]), template())[0]
+    assert decision.carried(desired, None) is False
+
+
+def test_new_replicas_are_not_carried_by_the_old_work() -> None:
+    before = decision.desired_works(rb([("member1", 1)]), template())[0]
+    after = decision.desired_works(rb([("member1", 2)]), template())[0]
+    assert decision.carried(after, _applied(before)) is False
+    assert decision.carried(after, _applied(after)) is True

@@ -26,14 +26,18 @@ WRITE_VERBS = ("POST", "PATCH", "APPLY", "PUT")
 def parse_request_counts(text: str) -> Counter[str]:
     """``apiserver_request_total`` of a ``/metrics`` text by ``VERB resource[/subresource]``.
 
-    The other labels (group, version, scope, response code...) are summed over.
+    A request the server refused is keyed apart with its code (``PUT resourcebindings
+    [409]``: a write that lost a race, which its writer then reads and sends again).  The
+    other labels (group, version, scope, a success's code...) are summed over.
     """
     counts: Counter[str] = Counter()
     for labels, value in _REQUEST_LINE.findall(text):
         label = dict(_LABEL.findall(labels))
         what = label.get("resource", "") + (f"/{label['subresource']}"
                                              if label.get("subresource") else "")
-        counts[f"{label.get('verb', '?')} {what}"] += int(float(value))
+        code = label.get("code", "")
+        refused = f" [{code}]" if code.isdigit() and int(code) >= 400 else ""
+        counts[f"{label.get('verb', '?')} {what}{refused}"] += int(float(value))
     return counts
 
 

@@ -26,9 +26,11 @@ apiserver_request_duration_seconds_count{resource="pods",verb="WATCH"} 99
 """
 
 
-def test_request_counts_are_keyed_by_verb_and_resource() -> None:
+def test_request_counts_are_keyed_by_verb_and_resource_and_refusals_apart() -> None:
     assert usage.parse_request_counts(METRICS) == Counter({
-        "PUT resourcebindings": 9, "PATCH resourcebindings/status": 12, "WATCH pods": 3})
+        "PUT resourcebindings": 7, "PUT resourcebindings [409]": 2,
+        "PATCH resourcebindings/status": 12, "WATCH pods": 3})
+    assert usage.writes_of(usage.parse_request_counts(METRICS), "resourcebindings") == 9
 
 
 def test_requests_sent_between_two_readings() -> None:

@@ -82,6 +82,10 @@ EVENT_HOLD_MAX = 30.0
 A mass change records an Event per Cluster; written among the Cluster writes
 they made a change 20 to 30 % more requests to the API server (decision 0009).  They are written
 once the queue is empty, or at the Event write rate after this long."""
+EVENT_QUIET = 1.0
+"""Seconds after a write that acts during which Events wait for the next one (a condition
+flapping, a change arriving Cluster by Cluster).  Measured beside Karmada's controller, an
+Event written right after each write that acts delayed the next flip's write (decision 0009)."""
 PROVENANCE_HOLD_MAX = 30.0
 """While Clusters wait to be reconciled, a write changing only provenance waits, at most this long.
 
@@ -240,7 +244,7 @@ class RemedyController(builder.Declared):
             .on_terminal(self._warn_on(resources.REMEDIES, self.remedies))
             .complete(self.reconcile_remedy))
         self.controllers = (self.cluster_controller, self.remedy_controller)
-        self.recorder.hold_while(self._clusters_queued, at_most=EVENT_HOLD_MAX)
+        self.recorder.hold_while(self._events_wait, at_most=EVENT_HOLD_MAX)
 
     @property
     def cluster_writer(self) -> statuses.StatusWriter:
@@ -258,6 +262,15 @@ class RemedyController(builder.Declared):
         Held provenance-only writes queued again once the queue drained do not count.
         """
         return self.writes.waiting(len(self.cluster_controller.queue))
+
+    def _events_wait(self) -> bool:
+        """Whether Events wait: Clusters are queued, or a write that acts was just answered.
+
+        An Event tells of a write that acted; the next change's write that acts goes first
+        (Karmada's controller sends no Event).
+        """
+        return self._clusters_queued() or self.writes.acted_within(EVENT_QUIET,
+                                                                   self.clock.monotonic())
 
     # --- events (synchronous, cheap: they only look and queue names) -------
 
@@ -349,7 +362,7 @@ class RemedyController(builder.Declared):
             except errors.Invalid as exc:
                 raise self._rejected(metrics.KIND_CLUSTER, name, exc) from exc
             finally:
-                self.writes.finish(name)
+                self.writes.finish(name, self.clock.monotonic())
             self._record_changes(obj, before, result, others)
         # Held or not, the decision is recorded: a Remedy's activeClusters and the
         # source series say what is decided; the held sources follow on the Cluster.

@@ -197,6 +197,8 @@ class ClusterWrites:
         self._held: dict[str, _Held] = {}
         self._released: set[str] = set()
         """Held Clusters queued again by :meth:`release`, not yet taken by a worker."""
+        self._acted_at: float | None = None
+        """When the latest write that acts was answered (monotonic seconds)."""
 
     def start(self, name: str, status: Mapping[str, Any], acts: bool) -> None:
         """A write of ``status`` to the Cluster ``name`` begins (``acts``: it changes actions)."""
@@ -204,10 +206,20 @@ class ClusterWrites:
         if acts:
             self._acting.add(name)
 
-    def finish(self, name: str) -> None:
-        """The write to ``name`` is answered (or failed)."""
+    def finish(self, name: str, now: float) -> None:
+        """The write to ``name`` is answered (or failed) at ``now``."""
         del self._writing[name]
-        self._acting.discard(name)
+        if name in self._acting:
+            self._acting.discard(name)
+            self._acted_at = now
+
+    def acted_within(self, window: float, now: float) -> bool:
+        """Whether a write that acts is in flight, or one was answered ``window`` before ``now``.
+
+        Events wait meanwhile: the next change's write that acts may be about to follow.
+        """
+        return bool(self._acting) or (self._acted_at is not None
+                                      and now - self._acted_at < window)
 
     def expected(self, name: str, owned: Mapping[str, Any]) -> bool:
         """Whether ``owned`` (our fields on the Cluster) is a write in flight or held back."""

@@ -162,7 +162,7 @@ def test_released_writes_do_not_hold_each_other_back() -> None:
     assert writes.hold("c1", OLD, queued=2, now=1.0) is None  # c2, c3 still queued
     writes.start("c1", NEW, acts=False)
     assert writes.busy(queued=2) is False  # a provenance write in flight holds nobody back
-    writes.finish("c1")
+    writes.finish("c1", now=0.0)
     # a Cluster queued meanwhile for its actions: the released ones wait again
     assert writes.waiting(queued=3) is True
     assert writes.hold("c2", OLD, queued=2, now=2.0) == 28.0  # the bound runs from its start
@@ -176,5 +176,21 @@ def test_writes_in_flight_are_expected_until_answered() -> None:
     writes.start("c1", NEW, acts=True)
     assert writes.expected("c1", NEW) and not writes.expected("c1", OLD)
     assert writes.busy(queued=0)
-    writes.finish("c1")
+    writes.finish("c1", now=0.0)
     assert not writes.expected("c1", NEW) and not writes.busy(queued=0)
+
+
+@pytest.mark.parametrize(("acts", "answered_at", "now", "waits"), [
+    (True, None, 5.0, True),      # in flight
+    (True, 4.5, 5.0, True),       # answered half a second ago
+    (True, 3.0, 5.0, False),      # answered two seconds ago: quiet
+    (False, 4.9, 5.0, False),     # a provenance-only write tells no Event to wait
+])
+def test_events_wait_right_after_a_write_that_acts(acts: bool, answered_at: float | None,
+                                                    now: float, waits: bool) -> None:
+    writes = index.ClusterWrites(hold_max=30.0)
+    assert writes.acted_within(1.0, now) is False  # nothing written yet
+    writes.start("c1", NEW, acts=acts)
+    if answered_at is not None:
+        writes.finish("c1", answered_at)
+    assert writes.acted_within(1.0, now) is waits

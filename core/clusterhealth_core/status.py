@@ -180,7 +180,8 @@ class StatusWriter:
 
     async def write(self, name: str, status: Mapping[str, Any], *,
                     namespace: str | None = None,
-                    cached: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+                    cached: Mapping[str, Any] | None = None,
+                    reread: bool = True) -> dict[str, Any] | None:
         """Make this writer's fields equal ``status`` (absent ones removed).
 
         ``cached``: the object as an informer holds it (whole, not transformed).
@@ -188,6 +189,10 @@ class StatusWriter:
         Karmada's CRDs), it starts from that object instead of a ``GET``, as
         client-go's controllers do; a stale one costs a Conflict, then a read.
         Only used with a status subresource (the write then carries nothing else).
+        ``reread`` False: a stale ``cached`` raises the :class:`~errors.Conflict`
+        instead, for a caller that would rather try again from its informer once
+        the other write's event has reached it (a controller-runtime controller
+        reads its cache again the same way) than read the server.
 
         Returns the object as written, or None when nothing is writable here.
         """
@@ -199,7 +204,7 @@ class StatusWriter:
             # schema without ``nullable`` rejects: such removals are read-modify-writes.
             if self.merge_conditions or (not wanted and not self.status_nullable):
                 return await self._read_modify_write(
-                    name, wanted, namespace, cached if self._subresource else None)
+                    name, wanted, namespace, cached if self._subresource else None, reread)
             metadata: dict[str, Any] = {"name": name}
             if namespace is not None:
                 metadata["namespace"] = namespace
@@ -261,7 +266,8 @@ class StatusWriter:
 
     async def _read_modify_write(self, name: str, wanted: Mapping[str, Any],
                                  namespace: str | None,
-                                 cached: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                                 cached: Mapping[str, Any] | None = None,
+                                 reread: bool = True) -> dict[str, Any]:
         last: errors.Conflict | None = None
         for attempt in range(CONFLICT_ATTEMPTS):
             live = ({**cached, "apiVersion": self.kind.resource.api_version,  # items of a
@@ -280,6 +286,8 @@ class StatusWriter:
             except errors.Conflict as exc:
                 last = exc
                 if attempt == 0 and cached is not None:
+                    if not reread:
+                        raise
                     continue  # the cache was behind: read the server now
                 pause = min(CONFLICT_PAUSE_MAX, CONFLICT_PAUSE * 2 ** attempt)
                 await asyncio.sleep(random.uniform(pause / 2, pause))

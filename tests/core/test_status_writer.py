@@ -314,5 +314,14 @@ async def test_a_cached_object_saves_the_read_and_a_stale_one_costs_a_conflict(
     assert final is not None and reads == [name]
     assert {c["type"]: c["status"] for c in final["status"]["conditions"]} == {
         "Ready": "True", "DNSReady": "True"}
+    # reread=False: the stale copy's Conflict goes to the caller, nothing read or changed
+    with pytest.raises(errors.Conflict):
+        await agent.write(name, {"conditions": [_condition("DNSReady", "False")]},
+                          cached=fresh, reread=False)
+    assert reads == [name]
+    assert await agent.write(name, {"conditions": [_condition("DNSReady", "False")]},
+                             cached=final, reread=False) is not None  # a current copy: written
+    final = await agent.write(name, {"conditions": [_condition("DNSReady", "True")]})
+    assert final is not None and reads == [name, name]
     monkeypatch.undo()
     assert (await cp.get(ATOMIC, name))["status"] == final["status"]

@@ -12,6 +12,13 @@ the members' summed status to the template's status subresource in the
 control plane.
 Writes happen only when something changed.  Re-queued when a Work of the
 binding changes and when the binding's spec changes.
+
+A binding status write starts from the cached binding.  When that copy is stale (a
+failover writes the binding's spec three times in a few seconds: eviction, placement,
+graceful-eviction tasks), the write's Conflict re-queues the binding shortly, to start
+again from the cache, which the other write's event reaches in the meantime; only a
+copy that is still the stale one then is read from the server.  The read after each
+Conflict was one ``GET`` per failed-over binding.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ SYNC_TIMEOUT = 10.0
 RETRY_UNREADABLE = 30.0
 """While a template kind's cache loads it is looked at every ``SYNC_POLL`` seconds; past
 ``SYNC_TIMEOUT`` (a kind that cannot be listed) every ``RETRY_UNREADABLE``."""
+CONFLICT_REQUEUE = 0.1
+"""Seconds before a binding whose status write met a newer binding is reconciled again."""
 STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
 """The binding status fields this controller owns (its condition: ``FullyApplied``)."""
 
@@ -47,6 +56,8 @@ class BindingStatusController(manager.Controller):
         self.index = manager.work_index()
         self.credentials_namespace = context.secret_namespace
         self.templates = manager.Templates(context)
+        self._stale: dict[vocabulary.BindingRef, str | None] = {}
+        """Bindings whose status write met a newer one: the cached version it started from."""
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
@@ -61,6 +72,7 @@ class BindingStatusController(manager.Controller):
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
         found = self.bindings.get(ref)
         if found is None or found["metadata"].get("deletionTimestamp"):
+            self._stale.pop(ref, None)
             return None
         works: dict[str, dict[str, Any]] = {}
         for work_key in sorted(self.index.on(request)):
@@ -70,14 +82,18 @@ class BindingStatusController(manager.Controller):
                 works[cluster] = work
         items = decision.aggregated_status(works)
         refused = binding.refusal(found, self.credentials_namespace)
-        await self._write_binding(ref, found, items, refused)
-        if refused is None:  # never another namespace's template
-            return await self._write_template(found, items)
-        return None
+        written = await self._write_binding(ref, found, items, refused)
+        result = await self._write_template(found, items) if refused is None else None
+        if written:
+            return result
+        again = CONFLICT_REQUEUE if result is None or result.requeue_after is None \
+            else min(CONFLICT_REQUEUE, result.requeue_after)
+        return reconcile.Result(requeue_after=again)
 
     async def _write_binding(self, ref: vocabulary.BindingRef, found: dict[str, Any],
                              items: list[dict[str, Any]], refused: binding.Refusal | None
-                             ) -> None:
+                             ) -> bool:
+        """Write the binding's status if it changed; False: the cached binding was stale."""
         current = found.get("status") or {}
         conditions = current.get("conditions") or []
         condition = vocabulary.keep_transition(
@@ -87,13 +103,25 @@ class BindingStatusController(manager.Controller):
         live = next((c for c in conditions if c.get("type") == decision.FULLY_APPLIED), None)
         if (current.get("aggregatedStatus") or []) == items \
                 and decision.same_condition(live, condition):
-            return
+            self._stale.pop(ref, None)
+            return True
         target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
             else resources.RESOURCE_BINDINGS
-        with contextlib.suppress(errors.NotFound):
+        version = found["metadata"].get("resourceVersion")
+        reread = self._stale.get(ref, "") == version  # the cache has not moved since
+        try:
             await self.controller.writer(target).write(
                 ref.name, {"aggregatedStatus": items, "conditions": [condition]},
-                namespace=ref.namespace or None, cached=found)
+                namespace=ref.namespace or None, cached=found, reread=reread)
+        except errors.NotFound:
+            pass
+        except errors.Conflict:
+            if reread:
+                raise  # read from the server too, and still lost: retried with backoff
+            self._stale[ref] = version
+            return False
+        self._stale.pop(ref, None)
+        return True
 
     async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
                               ) -> reconcile.Result | None:

@@ -256,7 +256,8 @@ class Scheduler(builder.Declared):
         self.placements = Placements()
         self.writes = statuswrites.StatusWrites(
             CONTROLLER, self.clock, settings.workers, settings.status_delay,
-            queued=lambda: len(self.controller.queue), writer=lambda r: self.controller.writer(r))
+            queued=lambda: len(self.controller.queue), writer=lambda r: self.controller.writer(r),
+            cached=self._object)
         """Status writes, deferred behind a backlog (see "Placement first")."""
         self.controller = (
             builder.Builder(CONTROLLER, term, workers=settings.workers)

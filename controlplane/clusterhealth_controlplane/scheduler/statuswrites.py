@@ -8,6 +8,13 @@ seconds are written by :data:`BACKLOG_STATUS_WRITERS` worker(s) at a time (never
 starved).  The scheduler's decisions read a binding's pending status as its live one
 (:meth:`StatusWrites.live`).  This class holds the pending writes with the logic that
 schedules and writes them, apart from the controller that decides them.
+
+A deferred write starts from the newer of the binding as we last wrote it and the
+binding in the informer (:func:`newer`): during a failover others write the binding
+too (its status, its eviction tasks) while our status waits.  When that copy was
+stale all the same, the write is tried again shortly from whatever the informer holds
+by then; only if the informer has not moved is the server read (it was one ``GET``
+per failed-over binding).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ STATUS_RETRY = retry.Backoff(initial=0.1, factor=2.0, maximum=30.0, jitter=0.1,
 """Delay before a deferred status write that failed is tried again, by attempt."""
 BACKLOG_STATUS_WRITERS = 1
 """Deferred statuses written at once while placements wait (all workers once none do)."""
+CONFLICT_RETRY = 0.1
+"""Seconds before a deferred write that met a newer binding is tried again from the cache."""
 STATUS_POLL = 0.02
 """Seconds between two looks at the queue while deferred statuses wait for it to empty."""
 
@@ -47,6 +56,8 @@ class _Pending:
     """The binding as last read or written (the write starts from it)."""
     attempts: int = 0
     not_before: float = 0.0
+    conflicted: int | None = None
+    """The version the last try started from when it met a newer binding."""
 
 
 class StatusWrites:
@@ -54,12 +65,14 @@ class StatusWrites:
 
     ``name``: the controller's (its workers' task names); ``queued()``: how many
     requests wait in the scheduler's queue (the backlog);
-    ``writer(resource)``: the scheduler's status writer of that kind.
+    ``writer(resource)``: the scheduler's status writer of that kind;
+    ``cached(key)``: the binding in the scheduler's informer.
     """
 
     def __init__(self, name: str, clock_: clock.Clock, workers: int, delay: float, *,
                  queued: Callable[[], int],
-                 writer: Callable[[resources.Resource], status.StatusWriter]) -> None:
+                 writer: Callable[[resources.Resource], status.StatusWriter],
+                 cached: Callable[[str], Mapping[str, Any] | None]) -> None:
         self.name = name
         self.clock = clock_
         self.workers = workers
@@ -67,6 +80,8 @@ class StatusWrites:
         """Seconds a status write may be deferred behind a backlog of placements."""
         self._queued = queued
         self._writer = writer
+        self._cached = cached
+        """The binding of a key as the informer holds it."""
         self.pending: dict[str, _Pending] = {}
         """Deferred status writes by key, oldest first."""
         self._writing: set[str] = set()
@@ -89,9 +104,9 @@ class StatusWrites:
         """Write now when nothing waits in the queue; else defer.
 
         ``latest``: the binding as last read or written: the write starts from it
-        where the writer reads (``StatusWriter.write``'s ``cached``), now or deferred.
-        Not the cache at the time of a deferred write: during a burst it lags our own
-        spec writes, and each stale copy would cost a Conflict and a read.
+        where the writer reads (``StatusWriter.write``'s ``cached``), now; deferred,
+        from the newer of it and the informer's copy (:func:`newer`): during a burst
+        the informer lags our own spec writes, and others write the binding meanwhile.
         """
         name, namespace = metadata.name, metadata.namespace or None
         pending = self.pending.get(key)
@@ -138,26 +153,39 @@ class StatusWrites:
             pending = self.pending[key]
             desired = pending.desired
             self._writing.add(key)
+            start = newer(pending.latest, self._cached(key))
+            reread = start is None or version(start) == pending.conflicted
             try:
                 await self._writer(pending.resource).write(
-                    pending.name, desired, namespace=pending.namespace,
-                    cached=pending.latest)
+                    pending.name, desired, namespace=pending.namespace, cached=start,
+                    reread=reread)
             except asyncio.CancelledError:
                 raise
             except kube_errors.NotFound:
                 pass  # deleted meanwhile: nothing to write
+            except kube_errors.Conflict as exc:
+                if reread:  # read from the server too, and still lost
+                    self._retry(key, pending, exc)
+                else:  # the informer may hold the newer binding by the next try
+                    pending.conflicted = version(start)
+                    pending.not_before = self.clock.monotonic() + CONFLICT_RETRY
+                continue
             except Exception as exc:  # anything: keep it, retry with backoff
-                pending.latest = None  # the retry reads the server
-                delay = STATUS_RETRY.delay(min(pending.attempts, 30))
-                pending.attempts += 1
-                pending.not_before = self.clock.monotonic() + delay
-                log.warning("writing the status of %s failed (%s); retry in %.2fs", key, exc,
-                            delay)
+                self._retry(key, pending, exc)
                 continue
             finally:
                 self._writing.discard(key)
             if self.pending.get(key) is pending and pending.desired is desired:
                 del self.pending[key]  # else a newer status came meanwhile: written next
+
+    def _retry(self, key: str, pending: _Pending, exc: Exception) -> None:
+        """Try a failed write again after its backoff, from the server's copy."""
+        pending.latest = None
+        pending.conflicted = version(self._cached(key))  # not from the cache either
+        delay = STATUS_RETRY.delay(min(pending.attempts, 30))
+        pending.attempts += 1
+        pending.not_before = self.clock.monotonic() + delay
+        log.warning("writing the status of %s failed (%s); retry in %.2fs", key, exc, delay)
 
     async def run(self) -> None:
         """The writers of deferred statuses (``workers`` of them), until cancelled."""
@@ -177,3 +205,28 @@ def _slim(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return {"metadata": metadata, "status": obj.get("status") or {}}  # the writer adds kind
+
+
+def version(obj: Mapping[str, Any] | None) -> int | None:
+    """An object's ``resourceVersion`` as a number (None: none, or not a number)."""
+    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def newer(ours: Mapping[str, Any] | None, cached: Mapping[str, Any] | None
+          ) -> Mapping[str, Any] | None:
+    """The copy of a binding a status write starts from: the later of ``ours`` and ``cached``.
+
+    Versions are opaque to clients in general; here both come from one API server,
+    which numbers them from etcd's revision, and a wrong choice costs only a Conflict.
+    When they cannot be compared, ``ours``.
+    """
+    if ours is None or cached is None:
+        return ours if cached is None else cached
+    mine, theirs = version(ours), version(cached)
+    if mine is not None and theirs is not None and theirs > mine:
+        return cached
+    return ours

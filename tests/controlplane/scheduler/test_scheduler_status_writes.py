@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import pytest
+
 import testkit
 from clusterhealth_controlplane.scheduler import statuswrites
 from clusterhealth_core import clock as clocks

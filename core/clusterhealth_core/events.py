@@ -33,7 +33,9 @@ describe, so recording is split in two, as in client-go's broadcaster::
   (a mass change), no Event is written, for at most a given time; then the
   write rate applies again.  The Events of a change are written after its
   status writes instead of among them (one more request each, taken from
-  the writes: ``docs/decisions/0009-remedy-events-after-writes.md``).
+  the writes: ``docs/decisions/0009-remedy-events-after-writes.md``).  When
+  a term ends (:meth:`EventRecorder.close`), the queued Events are written
+  without the hold for a short while, so those held are not lost with it.
 - **Spam filter** (client-go's numbers): a token bucket per involved object,
   a burst of 25 and one more every 5 minutes; Events past it are dropped and
   counted (``reason="rate_limit"``).  Repeats count against it too.
@@ -76,6 +78,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -118,7 +121,8 @@ class EventMetrics:
             ["component", "type"], registry=registry)
         self.dropped = prometheus_client.Counter(
             "clusterhealth_events_dropped_total",
-            "Events not written: the backlog was full or the object's rate limit was spent",
+            "Events not written: the backlog was full, the object's rate limit was spent, "
+            "or a term ended with Events it could not write (closed)",
             ["component", "reason"], registry=registry)
         self.errors = prometheus_client.Counter(
             "clusterhealth_events_errors_total",
@@ -228,6 +232,8 @@ class EventRecorder:
         self._hold: tuple[Callable[[], bool], float] | None = None
         self._held_since: float | None = None
         """When the current hold began (monotonic); None while not busy."""
+        self._closing = False
+        """Set by :meth:`close`: no hold any more, and the first failed write ends it."""
 
     @property
     def pending(self) -> int:
@@ -323,7 +329,7 @@ class EventRecorder:
         if self._hold is None:
             return
         busy, at_most = self._hold
-        while busy():
+        while busy() and not self._closing:
             now = self.clock.monotonic()
             if self._held_since is None:
                 self._held_since = now
@@ -361,6 +367,8 @@ class EventRecorder:
                 self.metrics.errors.labels(self.component).inc()
                 log.warning("could not record event %s on %s %s: %s", pending.reason,
                             pending.involved["kind"], pending.involved["name"], exc)
+                if self._closing:  # not leading any more, or the server gone: no more tries
+                    self._discard()
             except Exception:  # never let one bad Event stop the recorder
                 self.metrics.errors.labels(self.component).inc()
                 log.exception("could not record event %s", pending.reason)
@@ -370,6 +378,26 @@ class EventRecorder:
     async def flush(self) -> None:
         """Wait until every queued Event has been written (or failed); needs :meth:`run`."""
         await self._queue.join()
+
+    async def close(self, timeout: float) -> None:
+        """At the end of a term: write what is queued, held or not, for at most ``timeout`` s.
+
+        The Events a hold kept back (:meth:`hold_while`) tell of writes already made; they
+        are written now rather than lost with the term.  Still at the write rate; the
+        first write that fails (the term no longer leads) drops the rest.  Needs
+        :meth:`run`, which the caller cancels afterwards.
+        """
+        self._closing = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._queue.join()
+
+    def _discard(self) -> None:
+        """Drop every queued Event (counted as dropped, reason ``closed``)."""
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self.metrics.dropped.labels(self.component, "closed").inc()
 
     async def _write(self, pending: _Pending) -> None:
         written = self._written.get(pending.key)

@@ -137,6 +137,9 @@ LeadWork = Callable[[kube.ApiClient], Coroutine[Any, Any, None]]
 ExitFunction = Callable[[int], None]
 EXIT_WORK_STUCK = 3
 """Exit code when the leader's work did not stop after leadership was lost."""
+EVENT_CLOSE_TIMEOUT = 1.5
+"""Seconds a term's end waits for its queued Events, at most a third of the elector's stop
+timeout (by default 5 s: ``lease_duration - renew_deadline``)."""
 
 
 async def run_elected(
@@ -351,6 +354,7 @@ class ElectedController:
         try:
             await self.current.run()
         finally:
+            await recorder.close(self._event_close_timeout())  # held Events, not lost
             recording.cancel()
             await asyncio.gather(recording, return_exceptions=True)
             await factory.stop()
@@ -358,6 +362,12 @@ class ElectedController:
             self.informers = None
             if self.on_stop is not None:
                 self.on_stop()
+
+    def _event_close_timeout(self) -> float:
+        """:data:`EVENT_CLOSE_TIMEOUT`, at most a third of the time the work has to stop."""
+        if self.elector is None:
+            return EVENT_CLOSE_TIMEOUT
+        return min(EVENT_CLOSE_TIMEOUT, self.elector.config.work_stop_timeout / 3)
 
     def _on_leadership(self, leading: bool) -> None:
         self.leader_gauge.set(1 if leading else 0)  # the component's own name, one release more

@@ -344,6 +344,46 @@ async def test_events_wait_while_the_component_is_busy(cp: kube.ApiClient,
     assert metrics.value("clusterhealth_events_recorded_total", type="Normal") == 3
 
 
+async def test_a_term_that_ends_writes_its_held_events(cp: kube.ApiClient,
+                                                       namespace: str) -> None:
+    clock = SleepingClock()
+    metrics = Metrics()
+    recorder = events.EventRecorder(cp, COMPONENT, clock, metrics=metrics.events,
+                                    write_rate=None)
+    recorder.hold_while(lambda: True, at_most=30)  # busy for good: held up to 30 s
+    subject = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "closing", "namespace": namespace, "uid": "u-closing"}}
+    async with running(recorder):
+        recorder.record(subject, "Normal", "Held", "told of a write already made")
+        for _ in range(10):
+            await asyncio.sleep(0)
+        # held: the write loop polls the hold, nothing written yet
+        assert metrics.value("clusterhealth_events_recorded_total", type="Normal") == 0
+        assert 0 < clock.t < 30
+        await recorder.close(timeout=5)
+    assert recorder.pending == 0
+    assert clock.t < 30  # the hold was lifted, not waited out
+    assert metrics.value("clusterhealth_events_recorded_total", type="Normal") == 1
+    written = await cp.list(resources.EVENTS, namespace=namespace,
+                            field_selector="involvedObject.name=closing")
+    assert [e["message"] for e in written["items"]] == ["told of a write already made"]
+
+
+async def test_a_term_that_cannot_write_drops_the_rest_once() -> None:
+    metrics = Metrics()
+    async with unreachable() as api:
+        recorder = events.EventRecorder(api, COMPONENT, SleepingClock(),
+                                        metrics=metrics.events, write_rate=None)
+        for i in range(5):
+            recorder.record({"kind": "Cluster", "metadata": {"name": f"c{i}", "uid": f"u{i}"}},
+                            "Normal", "Mass", "m")
+        async with running(recorder):
+            await recorder.close(timeout=60)
+        assert recorder.pending == 0
+    assert metrics.value("clusterhealth_events_errors_total") == 1  # one try, not five
+    assert metrics.value("clusterhealth_events_dropped_total", reason="closed") == 4
+
+
 async def test_backlog_drops_are_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
     clock = SteppedClock()
     metrics = Metrics()

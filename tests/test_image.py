@@ -277,3 +277,18 @@ def test_haproxy_runs_as_user_65532(built: dict[str, images.Built],
     (root / "tmp" / "haproxy.cfg").write_text(haproxy_config.render(layout))
     checked = _run(root, image, ["haproxy", "-c", "-f", "/tmp/haproxy.cfg"])
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_hosts_ca_files_are_seen_apart_from_the_images_own(tmp_path: pathlib.Path) -> None:
+    # a host that trusts a proxy's CA through /etc/ssl/certs/ca-certificates.crt: bound at
+    # that path, the file would be busy when the image's ca-certificates package replaces it
+    bundle = tmp_path / "ca-certificates.crt"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    env, mounts = images.host_network_settings({
+        "SSL_CERT_FILE": str(bundle), "PIP_CERT": str(bundle),
+        "REQUESTS_CA_BUNDLE": str(tmp_path / "missing.crt"), "HTTPS_PROXY": "http://p:3128",
+        "HOME": "/root"})
+    inside = f"{images.HOST_CA_DIR}/0-ca-certificates.crt"
+    assert mounts == [(bundle.resolve(), inside)]  # one file, bound once
+    assert env == {"SSL_CERT_FILE": inside, "PIP_CERT": inside,
+                   "HTTPS_PROXY": "http://p:3128"}  # a missing file is not passed on

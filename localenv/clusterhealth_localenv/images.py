@@ -656,21 +656,31 @@ Docker's predefined proxy arguments, and pip's index and CA settings (a machine 
 TLS-inspecting proxy trusts its CA through PIP_CERT). The lock files' hashes still decide
 what is installed."""
 _CERTIFICATE_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+HOST_CA_DIR = "/run/clusterhealth-host-ca"
+"""Where a RUN step sees the host's CA files (``/run`` is left out of every layer)."""
 
 
 def host_network_settings(environ: Mapping[str, str]) -> tuple[
         dict[str, str], list[tuple[pathlib.Path, str]]]:
     """The :data:`PASSED_ENVIRONMENT` variables the host sets, and the CA files they name.
 
-    The files are bound read-only at the same paths in the root.
+    The files are bound read-only under :data:`HOST_CA_DIR` in the root, and the variables
+    name them there.  Not at their own paths: a host whose ``SSL_CERT_FILE`` is
+    ``/etc/ssl/certs/ca-certificates.crt`` would bind it over the file the image's
+    ``ca-certificates`` package writes, and the package's set-up fails ("Device or
+    resource busy").
     """
     env = {name: environ[name] for name in PASSED_ENVIRONMENT if environ.get(name)}
     mounts: list[tuple[pathlib.Path, str]] = []
+    inside: dict[pathlib.Path, str] = {}
     for name in _CERTIFICATE_VARIABLES:
         path = pathlib.Path(env.get(name, ""))
         if env.get(name) and path.is_absolute() and path.is_file():
-            if all(target != str(path) for _, target in mounts):
-                mounts.append((path.resolve(), str(path)))
+            source = path.resolve()
+            if source not in inside:
+                inside[source] = f"{HOST_CA_DIR}/{len(inside)}-{source.name}"
+                mounts.append((source, inside[source]))
+            env[name] = inside[source]
         else:
             env.pop(name, None)
     return env, mounts

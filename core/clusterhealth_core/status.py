@@ -295,6 +295,64 @@ class StatusWriter:
         raise last
 
 
+class LostRaces:
+    """Where a status write that lost a race starts again: the cache, then the server.
+
+    A write from an informer's copy that meets a newer object (409) is not read
+    from the server at once: the caller tries again shortly from its informer,
+    which by then usually holds the other write (as a controller-runtime
+    controller reconciles again from its cache).  Only a try that would start
+    from the very copy that lost, the informer not having moved, reads the
+    server.  Keyed by any hashable name of the object; one per controller.
+    """
+
+    def __init__(self) -> None:
+        self._lost: dict[object, str | None] = {}
+        """The ``resourceVersion`` a write started from when it lost, by key."""
+
+    def reread(self, key: object, cached: Mapping[str, Any] | None) -> bool:
+        """Whether a write of ``key`` from ``cached`` must read the server first."""
+        if cached is None:
+            return True
+        return key in self._lost and self._lost[key] == _version(cached)
+
+    def lost(self, key: object, cached: Mapping[str, Any] | None) -> None:
+        """The next write of ``key`` from ``cached`` (the informer unmoved) reads the server."""
+        self._lost[key] = _version(cached)
+
+    def forget(self, key: object) -> None:
+        """``key`` was written, or is gone."""
+        self._lost.pop(key, None)
+
+    async def write(self, writer: StatusWriter, key: object, name: str,
+                    status: Mapping[str, Any], *, namespace: str | None,
+                    cached: Mapping[str, Any] | None) -> bool:
+        """``writer.write`` from ``cached``; False: it lost the race, try again from the cache.
+
+        A write that read the server and lost all the same raises its
+        :class:`~errors.Conflict` (the caller backs off); NotFound is raised too.
+        """
+        reread = self.reread(key, cached)
+        try:
+            await writer.write(name, status, namespace=namespace, cached=cached,
+                               reread=reread)
+        except errors.Conflict:
+            if reread:
+                raise
+            self.lost(key, cached)
+            return False
+        except errors.NotFound:
+            self.forget(key)
+            raise
+        self.forget(key)
+        return True
+
+
+def _version(obj: Mapping[str, Any] | None) -> str | None:
+    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return None if value is None else str(value)
+
+
 def _refusal(kind: schema.Kind, path: str, written: frozenset[str]) -> str:
     """Why the server cannot take ``status.<path>`` written with ``written`` ("": it can)."""
     steps = ["status"]

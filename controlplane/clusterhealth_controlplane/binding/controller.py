@@ -117,9 +117,10 @@ class BindingController(manager.Controller):
         return None
 
     async def _apply(self, work: decision.DesiredWork) -> None:
-        if decision.carried(work, self.works.store.get(f"{work.namespace}/{work.name}")):
+        body = work.body()
+        if decision.carried(body, self.works.store.get(f"{work.namespace}/{work.name}")):
             return  # nothing to write: the Work (in the cache) already says all of it
-        await self.writer.apply(work.body())
+        await self.writer.apply(body)
 
     async def _delete(self, works: list[Any]) -> None:
         for work in works:

@@ -100,8 +100,10 @@ def _holds(current: Any, wanted: Any) -> bool:
     return bool(current == wanted)
 
 
-def carried(work: DesiredWork, current: Mapping[str, Any] | None) -> bool:
-    """Whether the cached Work ``current`` already carries all that applying ``work`` sets.
+def carried(body: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Whether the cached Work ``current`` already carries all that applying ``body`` sets.
+
+    ``body``: the Work as applied (:meth:`DesiredWork.body`, built once by the caller).
 
     Karmada's binding controller updates a Work only when it differs; applying one that
     does not differ costs the API server a write and wakes the execution controller for
@@ -111,7 +113,6 @@ def carried(work: DesiredWork, current: Mapping[str, Any] | None) -> bool:
     """
     if current is None:
         return False
-    body = work.body()
     meta = current.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return False

@@ -56,8 +56,6 @@ class _Pending:
     """The binding as last read or written (the write starts from it)."""
     attempts: int = 0
     not_before: float = 0.0
-    conflicted: int | None = None
-    """The version the last try started from when it met a newer binding."""
 
 
 class StatusWrites:
@@ -86,10 +84,13 @@ class StatusWrites:
         """Deferred status writes by key, oldest first."""
         self._writing: set[str] = set()
         self._wake = asyncio.Event()
+        self.races = status.LostRaces()
+        """Bindings whose deferred write met a newer one (tried again from the informer)."""
 
     def forget(self, key: str) -> None:
         """The binding is gone: its deferred status too."""
         self.pending.pop(key, None)
+        self.races.forget(key)
 
     def live(self, key: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
         """The binding's status as it will be: its deferred write if one waits, else live."""
@@ -154,34 +155,29 @@ class StatusWrites:
             desired = pending.desired
             self._writing.add(key)
             start = newer(pending.latest, self._cached(key))
-            reread = start is None or version(start) == pending.conflicted
             try:
-                await self._writer(pending.resource).write(
-                    pending.name, desired, namespace=pending.namespace, cached=start,
-                    reread=reread)
+                written = await self.races.write(
+                    self._writer(pending.resource), key, pending.name, desired,
+                    namespace=pending.namespace, cached=start)
             except asyncio.CancelledError:
                 raise
             except kube_errors.NotFound:
-                pass  # deleted meanwhile: nothing to write
-            except kube_errors.Conflict as exc:
-                if reread:  # read from the server too, and still lost
-                    self._retry(key, pending, exc)
-                else:  # the informer may hold the newer binding by the next try
-                    pending.conflicted = version(start)
-                    pending.not_before = self.clock.monotonic() + CONFLICT_RETRY
-                continue
-            except Exception as exc:  # anything: keep it, retry with backoff
+                written = True  # deleted meanwhile: nothing to write
+            except Exception as exc:  # anything, a Conflict after a read too: keep it, retry
                 self._retry(key, pending, exc)
                 continue
             finally:
                 self._writing.discard(key)
+            if not written:  # the informer may hold the newer binding by the next try
+                pending.not_before = self.clock.monotonic() + CONFLICT_RETRY
+                continue
             if self.pending.get(key) is pending and pending.desired is desired:
                 del self.pending[key]  # else a newer status came meanwhile: written next
 
     def _retry(self, key: str, pending: _Pending, exc: Exception) -> None:
         """Try a failed write again after its backoff, from the server's copy."""
         pending.latest = None
-        pending.conflicted = version(self._cached(key))  # not from the cache either
+        self.races.lost(key, self._cached(key))  # not from the cache either, unless it moves
         delay = STATUS_RETRY.delay(min(pending.attempts, 30))
         pending.attempts += 1
         pending.not_before = self.clock.monotonic() + delay

@@ -30,7 +30,7 @@ from typing import Any
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
 from clusterhealth_controlplane.status import decision
-from clusterhealth_core import builder, reconcile
+from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core.kube import errors, resources
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,8 @@ class BindingStatusController(manager.Controller):
         self.index = manager.work_index()
         self.credentials_namespace = context.secret_namespace
         self.templates = manager.Templates(context)
-        self._stale: dict[vocabulary.BindingRef, str | None] = {}
-        """Bindings whose status write met a newer one: the cached version it started from."""
+        self.races = status.LostRaces()
+        """Bindings whose status write met a newer one (tried again from the cache)."""
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
@@ -72,7 +72,7 @@ class BindingStatusController(manager.Controller):
         ref = vocabulary.BindingRef.at(request.namespace, request.name)
         found = self.bindings.get(ref)
         if found is None or found["metadata"].get("deletionTimestamp"):
-            self._stale.pop(ref, None)
+            self.races.forget(ref)
             return None
         works: dict[str, dict[str, Any]] = {}
         for work_key in sorted(self.index.on(request)):
@@ -103,25 +103,17 @@ class BindingStatusController(manager.Controller):
         live = next((c for c in conditions if c.get("type") == decision.FULLY_APPLIED), None)
         if (current.get("aggregatedStatus") or []) == items \
                 and decision.same_condition(live, condition):
-            self._stale.pop(ref, None)
+            self.races.forget(ref)
             return True
         target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
             else resources.RESOURCE_BINDINGS
-        version = found["metadata"].get("resourceVersion")
-        reread = self._stale.get(ref, "") == version  # the cache has not moved since
-        try:
-            await self.controller.writer(target).write(
-                ref.name, {"aggregatedStatus": items, "conditions": [condition]},
-                namespace=ref.namespace or None, cached=found, reread=reread)
+        try:  # a Conflict after reading the server too is raised: retried with backoff
+            return await self.races.write(
+                self.controller.writer(target), ref, ref.name,
+                {"aggregatedStatus": items, "conditions": [condition]},
+                namespace=ref.namespace or None, cached=found)
         except errors.NotFound:
-            pass
-        except errors.Conflict:
-            if reread:
-                raise  # read from the server too, and still lost: retried with backoff
-            self._stale[ref] = version
-            return False
-        self._stale.pop(ref, None)
-        return True
+            return True
 
     async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
                               ) -> reconcile.Result | None:

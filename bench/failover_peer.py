@@ -349,10 +349,25 @@ def targets(binding: dict[str, Any]) -> dict[str, int]:
             for t in (binding.get("spec") or {}).get("clusters") or []}
 
 
+KILL_PHASE = 0.25
+"""Where in a wall-clock second every kill falls (seconds past the second).
+
+Both chains store a taint's ``timeAdded`` in whole seconds and count its toleration
+from there, so where a kill falls in its second moves the evictions by up to 1 s,
+either way (the first eviction, a 6 s wait here, swung 5.4 to 6.3 s from round to
+round).  Kills at the same point of a second give both chains the same rounding."""
+
+
+async def at_kill_phase() -> None:
+    """Wait until the wall clock is :data:`KILL_PHASE` seconds past a second."""
+    await asyncio.sleep((KILL_PHASE - time.time()) % 1.0)
+
+
 async def kill_node(env: environment.LocalEnvironment, member: str) -> None:
     """A member's control-plane node crashes: API server, controller manager, scheduler.
 
     kwok's Nodes (and the Pods' servers) keep running, as a real cluster's workers would.
+    Call :func:`at_kill_phase` first, then stamp the start of the measured time.
     """
     await asyncio.gather(env.stop_server(member, kill=True),
                          env.workloads[member].stop_controllers(kill=True))
@@ -531,6 +546,7 @@ async def seed_round(env: environment.LocalEnvironment, cp: kube.ApiClient, rig:
         await m1.close()  # its connections die with the API server: a fresh one after
         assert rig.traffic is not None
         answered, failed = len(rig.traffic.answers), len(rig.traffic.failures)
+        await at_kill_phase()
         began = time.monotonic()
         await kill_node(env, "member1")
         seen: dict[str, float] = {}
@@ -769,6 +785,7 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         before = await Reading.take(servers, pids)
         try:
             async with watching_evictions(cp, count, evicted_at, informers) as all_seen:
+                await at_kill_phase()
                 began = time.monotonic()
                 await kill_node(env, "member1")
 
@@ -920,6 +937,7 @@ async def storm_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
     await until(spread, f"{chain.label}: {count} bindings over the 5 members", interval=0.5)
     result.placements = count * len(STORM_KILLED)
     result.bindings = count
+    await at_kill_phase()
     await asyncio.gather(*(kill_node(env, m) for m in STORM_KILLED))
     began = time.monotonic()
     try:
@@ -1004,6 +1022,7 @@ async def defaults_round(env: environment.LocalEnvironment, cp: kube.ApiClient, 
                 chain.check()
                 return [(await member_counts(api)).get(APP) for api in (m1, m2)] == [1, 2]
             await until(split, f"{setup}: 1:2 running", timeout=300.0)
+        await at_kill_phase()
         began = time.monotonic()
         await kill_node(env, "member1")
         runs_3: float | None = None

@@ -358,9 +358,14 @@ either way (the first eviction, a 6 s wait here, swung 5.4 to 6.3 s from round t
 round).  Kills at the same point of a second give both chains the same rounding."""
 
 
+def until_kill_phase(now: float) -> float:
+    """Seconds from the wall-clock time ``now`` until :data:`KILL_PHASE` past a second."""
+    return (KILL_PHASE - now) % 1.0
+
+
 async def at_kill_phase() -> None:
     """Wait until the wall clock is :data:`KILL_PHASE` seconds past a second."""
-    await asyncio.sleep((KILL_PHASE - time.time()) % 1.0)
+    await asyncio.sleep(until_kill_phase(time.time()))
 
 
 async def kill_node(env: environment.LocalEnvironment, member: str) -> None:

@@ -92,3 +92,15 @@ def test_requests_per_binding_and_chain_cpu_are_compared_with_karmada() -> None:
             "PUT works 1.00 / 1.00; PUT resourcebindings 0.00 / 1.00; "
             "1 kinds under 0.01 in both.") in note
     assert "(WATCH resourcebindings 2)" in note
+
+
+@pytest.mark.parametrize(("now", "wait"), [
+    (100.0, 0.25),      # on a second: a quarter of a second
+    (100.25, 0.0),      # on the phase: at once
+    (100.3, 0.95),      # just past it: the next second's
+    (100.9, 0.35),
+])
+def test_every_kill_falls_at_the_same_place_in_its_second(now: float, wait: float) -> None:
+    assert failover_peer.until_kill_phase(now) == pytest.approx(wait)
+    assert (now + failover_peer.until_kill_phase(now)) % 1.0 == pytest.approx(
+        failover_peer.KILL_PHASE)

@@ -385,7 +385,12 @@ async def restart_node(env: environment.LocalEnvironment, member: str) -> None:
 
 async def clean_up(env: environment.LocalEnvironment, cp: kube.ApiClient,
                    members: Sequence[str]) -> None:
-    """Delete every Deployment and policy of the bench; wait until the members hold none."""
+    """Delete every Deployment and policy of the bench; wait until all are gone.
+
+    Gone means no policy left either, while the round's chain still runs: a policy still
+    held by a finalizer of a chain that then stops stays "being deleted", and the next
+    round's policy of the same name was refused (409 AlreadyExists).
+    """
     for item in (await cp.list(resources.DEPLOYMENTS, namespace=NAMESPACE))["items"]:
         await cp.delete(resources.DEPLOYMENTS, item["metadata"]["name"], namespace=NAMESPACE,
                         missing_ok=True)
@@ -394,6 +399,8 @@ async def clean_up(env: environment.LocalEnvironment, cp: kube.ApiClient,
                         namespace=NAMESPACE, missing_ok=True)
 
     async def empty() -> bool:
+        if (await cp.list(resources.PROPAGATION_POLICIES, namespace=NAMESPACE))["items"]:
+            return False
         if await bindings(cp):
             return False
         for member in members:

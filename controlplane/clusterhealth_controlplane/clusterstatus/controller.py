@@ -16,6 +16,12 @@
   controller's own watches (:mod:`.caches`) on the member's Nodes and unfinished Pods, each
   cut down by a transform to what the summaries need (a Pod is its node, its
   phase and its effective request), so nothing is listed again every 10 s.
+  One of these reads that the member does not answer (no connection, no answer
+  within the timeout) ends them and counts as a failed probe at once
+  (:class:`.discovery.Lost`): a member cut off in the middle of its reads
+  would otherwise first wait out each read's timeout and one more period, and
+  members cut off together would turn unready further apart than the storm
+  guard's window.
 * Pull clusters: only the heartbeat is watched (see :mod:`.decision`); the
   Unknown is written by a second field manager, ``clusterhealth-cluster-monitor``.
 * Writes: server-side apply of the status subresource as
@@ -125,7 +131,10 @@ class ClusterStatusController(manager.Controller):
                          name, outcome, detail or "-", seen.status)
         refreshed: dict[str, Any] = {}
         if api is not None and outcome is decision.Outcome.OK and ready.status == decision.TRUE:
-            refreshed = await self._collect(cluster, api)
+            try:
+                refreshed = await self._collect(cluster, api)
+            except discovery.Lost as exc:
+                ready = self._lost(name, str(exc), seen)
         wall = self.term.clock.now()
         wanted = decision.desired_status(
             current_status, decision.condition(decision.READY, ready, current_ready, wall),
@@ -135,6 +144,23 @@ class ClusterStatusController(manager.Controller):
         self._after(cluster, seen, ready)
         return reconcile.Result(requeue_after=decision.recheck_after(
             self.memory[name], ready, self.term.clock.monotonic(), self.health))
+
+    def _lost(self, name: str, detail: str, seen: decision.Observation | None
+              ) -> decision.Observation:
+        """The member stopped answering after its probe: a failed probe, counted now.
+
+        Members cut off together then each count their first failure within one
+        probe period of the cut (the storm guard's window relies on it), not one
+        period plus the reads still waiting for their timeouts.
+        """
+        outcome = decision.Outcome.UNREACHABLE
+        self.metrics.cluster_probes.labels(name, str(outcome)).inc()
+        log.info("cluster %s: no answer after its probe (%s); counted as a failed probe",
+                 name, detail)
+        memory, ready = decision.adjust(self.memory[name], decision.observed(outcome, detail),
+                                        seen, self.term.clock.monotonic(), self.health)
+        self.memory[name] = memory
+        return ready
 
     async def _probe(self, name: str, api: kube.ApiClient) -> tuple[decision.Outcome, str]:
         started = self.term.clock.monotonic()
@@ -168,7 +194,10 @@ class ClusterStatusController(manager.Controller):
     # --- what a Ready member offers -----------------------------------------
 
     async def _collect(self, cluster: Mapping[str, Any], api: kube.ApiClient) -> dict[str, Any]:
-        """The fields refreshed while Ready; a part that fails keeps its last value."""
+        """The fields refreshed while Ready; a part that fails keeps its last value.
+
+        Raises :class:`.discovery.Lost` at the first read the member does not answer.
+        """
         name = str(cluster["metadata"]["name"])
         found: dict[str, Any] = {}
         try:
@@ -176,7 +205,10 @@ class ClusterStatusController(manager.Controller):
                 version = await api.request("GET", "/version", backoff=discovery.ONE_ATTEMPT)
             if isinstance(version, Mapping) and version.get("gitVersion"):
                 found["kubernetesVersion"] = str(version["gitVersion"])
-        except (errors.KubeError, OSError, TimeoutError) as exc:
+        except discovery.UNANSWERED as exc:
+            raise discovery.Lost(
+                f"/version: {discovery.unanswered(exc, self.health.probe_timeout)}") from exc
+        except errors.KubeError as exc:
             log.warning("cluster %s: /version failed: %s", name, exc)
         enablements, partial = await self.discovery.enablements(name, api)
         if enablements:  # nothing read: the last list stays (the condition says Empty)

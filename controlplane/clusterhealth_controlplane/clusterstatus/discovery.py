@@ -20,6 +20,12 @@ enablements made of it:
 
 (client-go's plain discovery client sends no ``If-None-Match``; kubectl's
 disk-cached one revalidates its cached answers with their tags this way.)
+
+A read the member does not answer at all (no connection, or no answer in
+time) raises :class:`Lost` instead of returning ``([], True)``: the probe that
+came just before was answered, so the member was most likely cut off since,
+and the controller counts it as a failed probe at once rather than after the
+rest of its reads and one more period.
 """
 
 from __future__ import annotations
@@ -41,8 +47,14 @@ ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,
 """Aggregated discovery if the server has it, the legacy documents otherwise."""
 PATHS = ("/api", "/apis")
 ONE_ATTEMPT = retry.Backoff(attempts=1)
+UNANSWERED = (errors.Unreachable, OSError, TimeoutError)
+"""What a read of a member raises when the member did not answer (not an error it answered)."""
 Enablements = tuple[list[dict[str, Any]], bool]
 """The sorted ``apiEnablements`` and whether some could not be read (partial)."""
+
+
+class Lost(Exception):
+    """The member did not answer a read (connection failed, or no answer in time)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +91,10 @@ class Discovery:
         self.known.pop(name, None)
 
     async def enablements(self, name: str, api: kube.ApiClient) -> Enablements:
-        """The member's served APIs through ``api``; ``([], True)`` when none could be read."""
+        """The member's served APIs through ``api``; ``([], True)`` when none could be read.
+
+        Raises :class:`Lost` when the member did not answer at all.
+        """
         known = self.known.get(name)
         if known is not None and known.api is not api:
             self.forget(name)  # another client: another server, maybe
@@ -89,7 +104,10 @@ class Discovery:
                 answers = [await api.get_if_changed(
                     path, known.documents[path].etag if known is not None else None,
                     headers={"Accept": ACCEPT}, backoff=ONE_ATTEMPT) for path in PATHS]
-        except (errors.KubeError, OSError, TimeoutError) as exc:
+        except UNANSWERED as exc:
+            self.forget(name)
+            raise Lost(f"discovery: {unanswered(exc, self.timeout)}") from exc
+        except errors.KubeError as exc:
             self.forget(name)
             log.warning("cluster %s: discovery failed: %s", name, exc)
             return [], True
@@ -126,7 +144,15 @@ class Discovery:
                 async with asyncio.timeout(self.timeout):
                     listed.append(decision.legacy_enablement(
                         await api.request("GET", path, backoff=ONE_ATTEMPT) or {}))
-            except (errors.KubeError, OSError, TimeoutError) as exc:
+            except UNANSWERED as exc:
+                raise Lost(f"discovery of {group_version}: {unanswered(exc, self.timeout)}"
+                           ) from exc
+            except errors.KubeError as exc:
                 log.warning("cluster %s: discovery of %s failed: %s", name, group_version, exc)
                 partial = True
         return sorted(listed, key=lambda e: str(e["groupVersion"])), partial
+
+
+def unanswered(exc: BaseException, timeout: float) -> str:
+    """Why a read got no answer, for a condition's message."""
+    return str(exc) if str(exc) else f"no answer within {timeout:g}s"

@@ -7,6 +7,7 @@ made to do on demand (fail one read, send no tags).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -34,12 +35,17 @@ class TaggingMember:
         self.documents: dict[str, dict[str, Any]] = {"/api": CORE, "/apis": GROUPS}
         self.tagged = True
         self.failing = False
+        self.silent = False
+        """Answer nothing (each request waits until the test's server stops)."""
+        self.released = asyncio.Event()
         self.seen: list[tuple[str, str | None]] = []
         """(path, If-None-Match) of every request."""
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.seen.append((request.path, request.headers.get("If-None-Match")))
+        if self.silent:
+            await self.released.wait()
         if self.failing:
             return web.json_response({"kind": "Status", "code": 500}, status=500)
         body = json.dumps(self.documents[request.path])
@@ -62,6 +68,7 @@ async def member() -> AsyncIterator[TaggingMember]:
     try:
         yield fake
     finally:
+        fake.released.set()
         await runner.cleanup()
 
 
@@ -117,6 +124,25 @@ async def test_a_failed_read_a_new_client_or_no_tags_read_everything_again(
         assert len(tags) == 4
         assert "m" not in reads.known
         reads.forget("other")  # forgetting an unknown member is fine
+
+
+async def test_a_member_that_does_not_answer_is_lost_not_partial(
+        member: TaggingMember) -> None:
+    """No connection, or no answer in time: :class:`discovery.Lost`, and its tags dropped.
+
+    (An answer that is an error stays ``([], True)``: the member is there.)
+    """
+    reads = discovery.Discovery(timeout=0.2)
+    async with client(member.url) as api, client("http://127.0.0.1:1") as refused:
+        await reads.enablements("m", api)
+        with pytest.raises(discovery.Lost, match="discovery: "):
+            await reads.enablements("m", refused)
+        assert "m" not in reads.known
+        await reads.enablements("m", api)
+        member.silent = True
+        with pytest.raises(discovery.Lost, match=r"no answer within 0\.2s"):
+            await reads.enablements("m", api)
+        assert "m" not in reads.known
 
 
 def crd(group: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ as a member's ``apiEndpoint``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import datetime
@@ -235,9 +236,22 @@ class FakeMember:
         self.paths: list[str] = []
         self.runner: web.AppRunner | None = None
         self.url = ""
+        self.cut_at: int | None = None
+        """Index in ``paths`` of the last request answered before the member went silent."""
+        self._cut_next_probe = False
+        self._released = asyncio.Event()
+
+    def cut_after_next_probe(self) -> None:
+        """Answer the next ``/readyz``, then nothing more (a network cut right after it)."""
+        self._cut_next_probe = True
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.paths.append(request.path)
+        if self.cut_at is not None:
+            await self._released.wait()  # no answer (until the server stops)
+            return web.Response(status=503)
+        if request.path == "/readyz" and self._cut_next_probe:
+            self.cut_at = len(self.paths) - 1
         if request.path == "/readyz":
             return web.Response(status=self.readyz, text="ok" if self.readyz == 200 else "no")
         if request.path == "/healthz":
@@ -260,6 +274,7 @@ class FakeMember:
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
+        self._released.set()
         if self.runner is not None:
             await self.runner.cleanup()
 
@@ -315,6 +330,43 @@ async def test_not_ok_answers_are_not_ready_and_readyz_404_falls_back_to_healthz
             assert ready is not None and "/readyz answered 500" in ready["message"]
     finally:
         await member.stop()
+
+
+async def test_a_member_cut_off_after_its_probe_counts_as_failed_at_its_next_read(
+        cs_cp: kube.ApiClient) -> None:
+    """``/readyz`` answered, then silence: ``/version``'s timeout is the failed probe.
+
+    The controller reads nothing more of the member (no discovery, whose timeout
+    would come on top) and probes again one period later, so the failure
+    threshold runs from the first read that went unanswered.  (A real API
+    server cannot be made to go silent between two requests on demand.)
+    """
+    member = FakeMember()
+    member.readyz = member.healthz = 200
+    await member.start()
+    name = testkit.unique("cut")
+    try:
+        async with fake_cluster(cs_cp, name, member.url), \
+                cpkit.running_manager(cs_cp, NAMES, failover=failover()) as running:
+            await wait_ready(cs_cp, name, "True", "ClusterReady")
+            before = sample(running.registry, "clusterhealth_cluster_health_probes_total",
+                            {"cluster": name, "result": "unreachable"})
+            member.cut_after_next_probe()
+            obj = await wait_ready(cs_cp, name, "False", "ClusterNotReachable")
+            assert member.cut_at is not None
+            reads = [path for path in member.paths[member.cut_at:] if path in HEALTH_READS]
+            assert reads[:3] == ["/readyz", "/version", "/readyz"], reads
+            assert not {"/api", "/apis"} & set(reads), reads
+            assert sample(running.registry, "clusterhealth_cluster_health_probes_total",
+                          {"cluster": name, "result": "unreachable"}) >= before + 2
+            ready = ready_of(obj)
+            assert ready is not None and "no answer within" in ready["message"], ready
+    finally:
+        await member.stop()
+
+
+HEALTH_READS = frozenset({"/readyz", "/healthz", "/version", "/api", "/apis"})
+"""The probe's and the refresh's reads (not the Node and Pod watches)."""
 
 
 async def test_unknown_after_the_grace_period_without_any_probe_result(

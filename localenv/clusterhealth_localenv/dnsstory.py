@@ -65,10 +65,15 @@ class DnsStory:
     async def start_traffic(self) -> None:
         """Requests through a Ready MCI provider Pod's HAProxy until both members answered.
 
+        The Pod is one not being deleted (an earlier test may have deleted one).
+
         They start once that HAProxy sends to servers of both members (right after the
         install the MCI provider may not have written them yet: HAProxy answers 503).
         """
-        self.haproxy_pod = (await self.fleet.haproxy_pods())[0]
+        async def ready_pod() -> dict[str, Any] | None:
+            pods = await self.fleet.haproxy_pods()
+            return pods[0] if pods and fleet.pod_ready(pods[0]) else None
+        self.haproxy_pod = await self.until("a Ready MCI provider Pod", ready_pod)
 
         async def serving() -> bool:
             states = await self.haproxy_states()

@@ -521,12 +521,17 @@ class Fleet:
             await _create(api, resources.REMEDIES, dns_remedy())
 
     async def haproxy_pods(self) -> list[dict[str, Any]]:
-        """The MCI provider's Pods (each runs HAProxy), Ready ones first."""
+        """The MCI provider's Pods (each runs HAProxy), Ready ones first.
+
+        A Pod being deleted is left out: it may still show Ready while its
+        containers are already gone (a test before deleted it).
+        """
         async with self.env.client() as api:
             pods = (await api.list(resources.PODS, namespace=NAMESPACE,
                                    label_selector="app.kubernetes.io/name="
                                                   "clusterhealth-mci-provider"))["items"]
-        return sorted(pods, key=lambda p: not pod_ready(p))
+        live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        return sorted(live, key=lambda p: not pod_ready(p))
 
 
 @contextlib.asynccontextmanager

@@ -214,6 +214,12 @@ class Controller:
                 self._results[outcome].inc()
             finally:
                 self.queue.done(key)
+            # A reconcile that decides from caches never suspends, nor does a get() from
+            # a queue with keys in it: without this, a worker would run a whole backlog
+            # before any other task (another controller's workers, the watches, the
+            # answers to requests in flight).  A taint's 500 due bindings then delayed
+            # the eviction queue's first write by the time of all 500 decisions.
+            await asyncio.sleep(0)
 
     async def run(self) -> None:
         """Run the workers until cancelled."""

@@ -216,3 +216,24 @@ async def test_a_timeout_raised_inside_a_reconcile_is_an_ordinary_error() -> Non
 async def test_a_reconcile_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="reconcile timeout must be > 0"):
         reconcile.ControllerSettings(timeout=0)
+
+
+async def test_a_backlog_that_never_suspends_lets_other_tasks_run_between_keys() -> None:
+    order: list[str] = []
+
+    async def decide(key: str) -> None:  # from caches: never suspends
+        order.append(key)
+
+    async def other() -> None:
+        order.append("other")
+
+    controller, _ = make("backlog", decide)
+    for index in range(20):
+        controller.enqueue(f"k{index:02d}")
+    async with running(controller):
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(other()))
+        async with asyncio.timeout(5):
+            while len(order) < 21:
+                await asyncio.sleep(0.01)
+    assert order.index("other") < 10  # not after the whole backlog
+    assert sorted(k for k in order if k != "other") == [f"k{i:02d}" for i in range(20)]

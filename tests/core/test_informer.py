@@ -113,3 +113,27 @@ async def test_a_gone_relists_at_once_unless_it_follows_a_gone(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert api.calls == expected
+
+
+@testkit.fake_time
+async def test_each_failure_is_told_to_the_listeners_and_a_broken_listener_stops_nothing(
+        ) -> None:
+    refused, gone = OSError("refused"), errors.Gone(410, "Gone", "too old")
+    api = _Script([refused, gone, None])
+    cache = informer.Informer(api, resources.CONFIGMAPS,  # type: ignore[arg-type]
+                              clock=_SleepLog(api.calls))
+    told: list[Exception] = []
+
+    def broken(exc: Exception) -> None:
+        raise RuntimeError("a listener's bug")
+    cache.add_failure_listener(broken)
+    cache.add_failure_listener(told.append)
+    task = asyncio.create_task(cache.run())
+    try:
+        await testkit.eventually(lambda: api.calls.count("watch") >= 3, timeout=10,
+                                 interval=0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert told == [refused, gone]
+    assert api.calls == ["list", "watch", "sleep", "watch", "list", "watch"]

@@ -6,6 +6,10 @@ when the pool hands out a new client, stopped when the Cluster goes or the contr
 stops), each cut down by a transform to what the summaries need (a Pod is its node,
 its phase and its effective request).  This class holds those caches with the logic
 that makes, waits for and stops them, apart from the probes.
+
+Their watches are also the controller's first news of a member that went away:
+each failure of a member's list or watch is handed to ``on_failure`` (the
+controller then probes that member at once, not up to one period later).
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
+from collections.abc import Callable
 
 from clusterhealth_controlplane.clusterstatus import decision
 from clusterhealth_core import clock
@@ -39,11 +45,15 @@ class MemberCaches:
     """Every member's Node and Pod caches, by Cluster name.
 
     ``timeout``: seconds :meth:`get` waits for a member's caches to load.
+    ``on_failure``: called with the member's name and the error whenever one of
+    its lists or watches fails.
     """
 
-    def __init__(self, clock_: clock.Clock, timeout: float) -> None:
+    def __init__(self, clock_: clock.Clock, timeout: float,
+                 on_failure: Callable[[str, Exception], None] | None = None) -> None:
         self.clock = clock_
         self.timeout = timeout
+        self.on_failure = on_failure
         self.caches: dict[str, Caches] = {}
 
     async def get(self, name: str, api: kube.ApiClient) -> Caches | None:
@@ -58,6 +68,9 @@ class MemberCaches:
             nodes = factory.informer(resources.NODES, transform=decision.node_fields)
             pods = factory.informer(resources.PODS, field_selector=LIVE_PODS,
                                     transform=decision.pod_fields)
+            if self.on_failure is not None:
+                for made in (nodes, pods):
+                    made.add_failure_listener(functools.partial(self.on_failure, name))
             factory.start()
             caches = self.caches[name] = Caches(api, factory, nodes, pods)
         if not (caches.nodes.synced and caches.pods.synced):

@@ -33,6 +33,12 @@
   ``cluster_probe_duration`` metrics.
 * A member whose client the pool replaced (rotated credentials) is probed at
   once, so its watches move to the new client and the old one is closed.
+* A member whose Node or Pod watch fails unanswered (connection refused or
+  reset, no answer in time) is probed at once: a member whose API server
+  died is then seen failing within moments, not up to one
+  ``--cluster-status-update-frequency`` later (the failure threshold still
+  runs from that probe).  A member cut off without its connections failing
+  is seen at its next probe, as before.
 """
 
 from __future__ import annotations
@@ -73,7 +79,8 @@ class ClusterStatusController(manager.Controller):
         self.leases = self.term.informers.informer(resources.LEASES, namespace=LEASE_NAMESPACE,
                                               transform=LEASE_FIELDS)
         self.memory: dict[str, decision.Memory] = {}
-        self.caches = caches.MemberCaches(self.term.clock, self.health.probe_timeout)
+        self.caches = caches.MemberCaches(self.term.clock, self.health.probe_timeout,
+                                          on_failure=self._watch_failed)
         self.discovery = discovery.Discovery(self.health.probe_timeout)
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=max(context.workers, PROBE_WORKERS))
@@ -90,6 +97,11 @@ class ClusterStatusController(manager.Controller):
         # a replaced client: probe now, so the Node and Pod watches move to the new one and the
         # old one is closed (instead of at the next periodic probe)
         self.pool.add_listener(lambda name: self.controller.enqueue(builder.Request("", name)))
+
+    def _watch_failed(self, name: str, exc: Exception) -> None:
+        """A watch on the member went unanswered: probe it now, not a period later."""
+        if isinstance(exc, discovery.UNANSWERED):
+            self.controller.enqueue(builder.Request("", name))
 
     # --- reconcile ----------------------------------------------------------
 

@@ -13,6 +13,8 @@ What it does against real API servers, behind proxies, for weeks:
   always fails (RBAC allows list, not watch; a proxy cutting streams) slows
   down to one attempt every :data:`MAX_BACKOFF` seconds.  Every failure is
   logged and counted; nothing kills the task but cancellation.
+* **Tells of failures** as they happen (:meth:`Informer.add_failure_listener`):
+  a broken watch is often the first sign that its server went away.
 * **Reports health**: :meth:`Informer.health` fails when the cache has not
   been in contact with the server for :attr:`Informer.stale_after` seconds,
   for ``/readyz``.
@@ -43,6 +45,8 @@ Handler = Callable[[str, Object, Object | None], None]
 """``handler(event_type, new_or_deleted_object, previous_object_or_None)``."""
 Transform = Callable[[Object], Object]
 """Applied to every object before it is cached (and handed to handlers)."""
+FailureListener = Callable[[Exception], None]
+"""Called with each list or watch failure, before the informer backs off."""
 
 MAX_BACKOFF = 30.0
 BACKOFF = retry.Backoff(initial=0.8, factor=2.0, maximum=MAX_BACKOFF, jitter=0.2,
@@ -160,6 +164,7 @@ class Informer:
         self.store: dict[str, Object] = {}
         self.resource_version = ""
         self._handlers: list[Handler] = []
+        self._failure_listeners: list[FailureListener] = []
         self._synced = asyncio.Event()
         self._started_at: float | None = None
         self._last_contact: float | None = None
@@ -174,6 +179,10 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Call ``handler`` for every change (including the initial list as ADDED)."""
         self._handlers.append(handler)
+
+    def add_failure_listener(self, listener: FailureListener) -> None:
+        """Call ``listener`` with every list or watch failure (410 Gone included)."""
+        self._failure_listeners.append(listener)
 
     @property
     def synced(self) -> bool:
@@ -328,14 +337,14 @@ class Informer:
                 if self.clock.monotonic() - started >= self.settings.healthy_after:
                     failures = 0
                 continue
-            except errors.Gone:
+            except errors.Gone as exc:
                 # Too old to resume: the server answers, so relist at once, also after an
                 # outage (a restarted API server answers 410 to every old version); a
                 # second Gone in a row backs off.
                 log.info("informer %s: resourceVersion %s expired; relisting", self.name,
                          self.resource_version)
                 self.resource_version = ""
-                self._failed("Gone", "resourceVersion expired")
+                self._failed("Gone", "resourceVersion expired", exc)
                 if not gone_before:
                     gone_before = True
                     failures = max(failures, 1)
@@ -344,7 +353,7 @@ class Informer:
                 raise
             except Exception as exc:  # anything: log, count, back off, go on
                 gone_before = False
-                self._failed(exc.__class__.__name__, str(exc))
+                self._failed(exc.__class__.__name__, str(exc), exc)
                 if isinstance(exc, errors.Forbidden | errors.NotFound):
                     # the server answered: this cache is refused (RBAC) or its kind is gone,
                     # which its users report; it does not make the process unhealthy
@@ -364,10 +373,15 @@ class Informer:
                       failures, "resuming the watch" if self.resource_version else "listing")
             await self.clock.sleep(delay)
 
-    def _failed(self, kind: str, message: str) -> None:
+    def _failed(self, kind: str, message: str, exc: Exception) -> None:
         self._last_error = f"{kind}: {message}"[:300]
         if self.metrics is not None:
             self.metrics.failures.labels(self.resource.plural, kind).inc()
+        for listener in self._failure_listeners:
+            try:
+                listener(exc)
+            except Exception:  # a listener bug must not stop the cache
+                log.exception("informer %s: failure listener failed", self.name)
 
 
 class FailureLog:

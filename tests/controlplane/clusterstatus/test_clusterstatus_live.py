@@ -193,6 +193,36 @@ async def _having(read: Any, wanted: set[str]) -> list[str] | None:
     return found if wanted <= set(found) else None
 
 
+async def test_a_member_whose_api_server_dies_is_probed_at_once_not_a_period_later(
+        cs_env: environment.LocalEnvironment, cs_cp: kube.ApiClient) -> None:
+    """Its Node and Pod watches fail when its API server dies: the controller probes it then.
+
+    The period here is 300 s, so without that the first failed probe would come
+    minutes later; the failure threshold still runs from it.
+    """
+    slow = options.ClusterHealth(update_frequency=300.0, success_threshold=3.0,
+                                 failure_threshold=3.0, monitor_grace_period=600.0,
+                                 probe_timeout=2.0)
+    async with cpkit.running_manager(cs_cp, NAMES, failover=failover(slow)) as running:
+        async def first_reconcile_done() -> bool:  # the watches are made in the first one
+            return sample(running.registry, "clusterhealth_controller_reconcile_total",
+                          {"controller": controller.CONTROLLER,
+                           "result": "requeue_after"}) >= 1
+        await waiting.eventually(first_reconcile_done, timeout=30, interval=0.1)
+        await wait_ready(cs_cp, MEMBER, "True")
+        stopped = time.monotonic()
+        await cs_env.stop_server(MEMBER)
+        try:
+            obj = await wait_ready(cs_cp, MEMBER, "False", "ClusterNotReachable", timeout=60)
+            assert time.monotonic() - stopped >= slow.failure_threshold
+        finally:
+            await cs_env.start_server(MEMBER)
+        ready = ready_of(obj)
+        assert ready is not None
+        assert sample(running.registry, "clusterhealth_cluster_health_probes_total",
+                      {"cluster": MEMBER, "result": "unreachable"}) >= 1
+
+
 async def test_a_flap_shorter_than_the_threshold_changes_nothing(
         cs_env: environment.LocalEnvironment, cs_cp: kube.ApiClient) -> None:
     patient = options.ClusterHealth(update_frequency=0.5, success_threshold=3.0,

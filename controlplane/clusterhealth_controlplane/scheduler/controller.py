@@ -7,10 +7,13 @@ Clusters; a Cluster is turned into its view once per change (:mod:`.adapt`).
 
 **When.** A binding is reconciled when it appears, when its generation changes (its spec
 changed: status-only updates are skipped, as Karmada's scheduler skips them), when its
-applied-placement annotation changes, and when a Cluster it targets changes or goes.
-Bindings that could not be scheduled are retried with a growing delay
-(:data:`UNSCHEDULABLE_BACKOFF`), and at once when any Cluster appears or changes in a way
-the scheduler sees (labels, topology, taints, APIs, capacity). Only bindings whose
+applied-placement annotation changes, and when a Cluster it targets changes or goes
+(labels, topology, taints, APIs, deletion; not its capacity alone: a scheduled binding is
+not scheduled again for it, as Karmada's scheduler ignores a Cluster's status, and on a
+failover the capacity of every member changes with each Pod that moves). Bindings that
+could not be scheduled are retried with a growing delay (:data:`UNSCHEDULABLE_BACKOFF`),
+and at once when any Cluster appears or changes in a way the scheduler sees (capacity
+too). Only bindings whose
 ``spec.schedulerName`` is ours (empty means ``default-scheduler``) and whose scheduling
 is not suspended are touched.
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -159,6 +163,16 @@ def _comparable(conditions: Any) -> dict[str, tuple[Any, ...]]:
             for c in conditions or [] if c.get("type") == CONDITION_SCHEDULED}
 
 
+class ClusterChange(enum.Enum):
+    """What a Cluster event changed of what the scheduler sees."""
+
+    NONE = "none"
+    CAPACITY = "capacity"
+    """Only its free resources (what dynamic weights and replica estimates read)."""
+    VIEW = "view"
+    """Anything else (or the Cluster appeared or went)."""
+
+
 class ClusterViews:
     """Every Cluster as the scheduler sees it, made once per change, and per resource request.
 
@@ -174,8 +188,8 @@ class ClusterViews:
         """The Cluster views with available replicas, per resource request (dropped on any
         Cluster change)."""
 
-    def observe(self, event: builder.Event) -> bool:
-        """Follow one Cluster event; whether anything the scheduler sees changed."""
+    def observe(self, event: builder.Event) -> ClusterChange:
+        """Follow one Cluster event; what it changed of what the scheduler sees."""
         name = str(event.obj["metadata"]["name"])
         before = self.entries.get(name)
         if event.type == builder.DELETED:
@@ -186,10 +200,13 @@ class ClusterViews:
             except (meta.ValidationError, ValueError) as exc:  # the CRD should have stopped it
                 log.error("ignoring malformed Cluster %s: %s", name, exc)
                 self.entries.pop(name, None)
-        if self.entries.get(name) == before:
-            return False
+        after = self.entries.get(name)
+        if after == before:
+            return ClusterChange.NONE
         self._by_request.clear()
-        return True
+        if after is not None and before is not None and after.view == before.view:
+            return ClusterChange.CAPACITY
+        return ClusterChange.VIEW
 
     def gone(self, name: str) -> bool:
         """Whether Cluster ``name`` is not there (or is being deleted)."""
@@ -292,9 +309,13 @@ class Scheduler(builder.Declared):
         return []
 
     def _on_cluster(self, event: builder.Event) -> list[builder.Request]:
-        if not self.clusters.observe(event):
+        change = self.clusters.observe(event)
+        if change is ClusterChange.NONE:
             return []  # nothing the scheduler sees changed
-        keys = list(self.on_cluster.on(str(event.obj["metadata"]["name"])))
+        # capacity alone reschedules no scheduled binding (Karmada's scheduler ignores a
+        # Cluster's status): only the unschedulable ones are tried again, they may fit now
+        keys = ([] if change is ClusterChange.CAPACITY
+                else list(self.on_cluster.on(str(event.obj["metadata"]["name"]))))
         if event.type != builder.DELETED:
             keys += list(self.unschedulable)
         return [builder.Request.parse(key) for key in keys]

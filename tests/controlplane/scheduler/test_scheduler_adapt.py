@@ -10,8 +10,9 @@ import pytest
 
 from clusterhealth_controlplane.scheduler import __main__ as scheduler_main
 from clusterhealth_controlplane.scheduler import adapt, algorithm, framework, plugins, spread
+from clusterhealth_controlplane.scheduler import controller as scheduler_controller
 from clusterhealth_controlplane.scheduler import settings as scheduler_settings
-from clusterhealth_core import settings
+from clusterhealth_core import builder, settings
 from clusterhealth_core.api import cluster, policy, work
 
 
@@ -212,3 +213,24 @@ def test_an_unknown_plugin_exits_2(tmp_path: pathlib.Path,
     code = scheduler_main.main(["--kubeconfig", _kubeconfig(tmp_path), "--plugins", "Nope"])
     assert code == 2
     assert "--plugins" in capsys.readouterr().err
+
+
+def test_what_a_cluster_event_changed_for_the_scheduler() -> None:
+    """Capacity alone is told apart from the rest: it reschedules no scheduled binding."""
+    views = scheduler_controller.ClusterViews()
+
+    def event(kind: str, obj: dict[str, Any]) -> builder.Event:
+        return builder.Event(kind, obj, None)
+    small = cluster_obj(resourceSummary={"allocatable": {"pods": 110, "cpu": "4"}})
+    big = cluster_obj(resourceSummary={"allocatable": {"pods": 110, "cpu": "8"}})
+    relabelled = cluster_obj(resourceSummary={"allocatable": {"pods": 110, "cpu": "8"}})
+    relabelled["metadata"]["labels"] = {"env": "test"}
+    change = scheduler_controller.ClusterChange
+    assert views.observe(event(builder.ADDED, small)) is change.VIEW
+    assert views.observe(event(builder.MODIFIED, small)) is change.NONE
+    assert views.for_request({"cpu": "1"})[0].available_replicas == 4
+    assert views.observe(event(builder.MODIFIED, big)) is change.CAPACITY
+    assert views.for_request({"cpu": "1"})[0].available_replicas == 8  # not the cached 4
+    assert views.observe(event(builder.MODIFIED, relabelled)) is change.VIEW
+    assert views.observe(event(builder.DELETED, relabelled)) is change.VIEW
+    assert views.gone("c1")

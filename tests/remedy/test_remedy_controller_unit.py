@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from clusterhealth_remedy import controller
@@ -41,7 +42,7 @@ CLUSTER: dict[str, Any] = {
 }
 
 
-def test_the_cluster_cache_keeps_what_the_controller_reads() -> None:
+def test_the_cluster_cache_keeps_what_the_controller_reads_and_the_status_to_write() -> None:
     raw = copy.deepcopy(CLUSTER)
     kept = controller.cluster_transform(copy.deepcopy(CLUSTER))
     assert kept == {
@@ -60,7 +61,11 @@ def test_the_cluster_cache_keeps_what_the_controller_reads() -> None:
             "remedyActions": ["TrafficControl"],
             "remedyActionSources": [{"action": "TrafficControl", "remedies": ["r"]}],
         },
+        # the whole status, compact: the write is an update of the whole status
+        controller.WHOLE_STATUS: json.dumps(CLUSTER["status"], separators=(",", ":")).encode(),
     }
+    assert controller.whole_status(kept) == {"metadata": kept["metadata"],
+                                             "status": CLUSTER["status"]}
     assert controller.condition_statuses(kept) == controller.condition_statuses(raw)
     assert controller.owned_status(kept) == controller.owned_status(raw)
 

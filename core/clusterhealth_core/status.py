@@ -267,8 +267,8 @@ class StatusWriter:
         it a 409 :class:`~errors.Conflict`, then (``reread``) one read of the
         server and another try, so no other writer's field is ever lost.
         The server records an ``Update`` of the field manager for what it
-        changed, as Karmada's controllers write.  It costs the API server less
-        than :meth:`merge` (decision 0010).  Without a status subresource it is
+        changed, as Karmada's controllers write.  One write alone cost the API
+        server less than :meth:`merge`'s patch (decision 0010).  Without a status subresource it is
         :meth:`merge` (a PUT of the main resource would need the spec too).
 
         Returns the object as written (when nothing changed: what was sent of

@@ -15,8 +15,8 @@ share one term of leadership (:class:`clusterhealth_core.runner.Term`):
   of the whole status from the cached Cluster (kept as compact JSON) with
   these two fields set,
   guarded by its resourceVersion, as Karmada's controller writes (an
-  ``Update`` in ``managedFields``): it costs the API server less than a merge
-  patch, which cost less than a server-side apply (decisions 0008, 0010).
+  ``Update`` in ``managedFields``): one alone costs the API server less than a
+  merge patch, which cost less than a server-side apply (decisions 0008, 0010).
   One that meets a newer Cluster (409) tries again from the cache
   :data:`RACE_RETRY` later, and reads the server only if the cache has not
   moved (:class:`clusterhealth_core.status.LostRaces`).

@@ -258,33 +258,37 @@ class StatusWriter:
     async def update(self, name: str, status: Mapping[str, Any], *,
                      cached: Mapping[str, Any], namespace: str | None = None,
                      reread: bool = True) -> dict[str, Any] | None:
-        """Make this writer's fields equal ``status`` with an update (PUT) of the whole status.
+        """Make this writer's fields equal ``status`` with an update (PUT) of the whole object.
 
-        ``cached``: the object as an informer holds it, with its whole status
-        (a transform may drop anything else but its identity and
-        ``resourceVersion``).  The body is that status with this writer's
-        fields set, guarded by that ``resourceVersion``: a newer object makes
-        it a 409 :class:`~errors.Conflict`, then (``reread``) one read of the
+        ``cached``: the whole object as an informer holds it (untransformed;
+        ``metadata.managedFields`` may be left out: the server then keeps its
+        own).  The body is that object with this writer's fields set in its
+        status, guarded by its ``resourceVersion``: a newer object makes it a
+        409 :class:`~errors.Conflict`, then (``reread``) one read of the
         server and another try, so no other writer's field is ever lost.
-        The server records an ``Update`` of the field manager for what it
-        changed, as Karmada's controllers write.  One write alone cost the API
-        server less than :meth:`merge`'s patch (decision 0010).  Without a status subresource it is
-        :meth:`merge` (a PUT of the main resource would need the spec too).
+        The body carries the spec and metadata as read, because not every
+        server ignores them on a status update: a CRD's status subresource
+        does, Karmada's aggregated Cluster API stores them as sent (its status
+        strategy keeps nothing of the old object), so a body without a spec
+        would erase the Cluster's spec.  The server records an ``Update`` of
+        the field manager for what it changed, as Karmada's controllers
+        write.  One write alone costs the API server less than
+        :meth:`merge`'s patch (decision 0010).  Without a status subresource
+        it is :meth:`merge`.
 
-        Returns the object as written (when nothing changed: what was sent of
-        ``cached``, nothing written), or None when nothing is writable here.
+        Returns the object as written (when nothing changed: ``cached``,
+        nothing written), or None when nothing is writable here.
         """
         if not self.writable:
             return None
         if not self._subresource:
             return await self.merge(name, status, namespace=namespace)
-        meta_ = cached.get("metadata") or {}
-        identity = {"metadata": {k: meta_[k] for k in ("name", "namespace", "uid",
-                                                       "resourceVersion") if k in meta_},
-                    "status": cached.get("status") or {}}
+        if not (cached.get("metadata") or {}).get("resourceVersion"):
+            raise ValueError(f"{self.field_manager}: an update of {name} needs the whole "
+                             "object as read, with its resourceVersion")
         try:
             return await self._read_modify_write(name, self.supported(status), namespace,
-                                                 identity, reread)
+                                                 cached, reread)
         except errors.NotFound as exc:
             await self._explain_not_found(name, namespace, exc)
             raise
@@ -365,8 +369,8 @@ class LostRaces:
                     cached: Mapping[str, Any] | None, update: bool = False) -> bool:
         """``writer.write`` from ``cached``; False: it lost the race, try again from the cache.
 
-        ``update``: :meth:`StatusWriter.update` instead (``cached`` then holds the
-        whole status).  A write that read the server and lost all the same raises
+        ``update``: :meth:`StatusWriter.update` instead (``cached`` then is the
+        whole object).  A write that read the server and lost all the same raises
         its :class:`~errors.Conflict` (the caller backs off); NotFound is raised too.
         """
         reread = self.reread(key, cached)

@@ -12,9 +12,8 @@ share one term of leadership (:class:`clusterhealth_core.runner.Term`):
   only ``remedyActions`` and ``remedyActionSources`` (field manager
   ``clusterhealth-remedy``), so the agent's and the cluster-status
   controller's conditions are never touched.  The write is an update (PUT)
-  of the whole status from the cached Cluster (kept as compact JSON) with
-  these two fields set,
-  guarded by its resourceVersion, as Karmada's controller writes (an
+  of the whole cached Cluster (kept as compact JSON) with these two fields
+  set, guarded by its resourceVersion, as Karmada's controller writes (an
   ``Update`` in ``managedFields``): one alone costs the API server less than a
   merge patch, which cost less than a server-side apply (decisions 0008, 0010).
   One that meets a newer Cluster (409) tries again from the cache
@@ -124,10 +123,12 @@ class ControllerSettings:
 # --- what the Cluster cache keeps ---------------------------------------------------------
 
 _KEEP_CLUSTER = informer.keep_fields("status.conditions", *(f"status.{f}" for f in OWNED_FIELDS))
-WHOLE_STATUS = "clusterhealth.io/whole-status"
-"""Key of the cached Cluster holding its whole status as compact JSON (bytes): what the
-update is made from (decision 0010).  As bytes, a real member's status (``apiEnablements``,
-summaries) costs about 6 KiB per Cluster; kept as objects it cost about 32 KiB."""
+WHOLE_OBJECT = "clusterhealth.io/whole-object"
+"""Key of the cached Cluster holding the whole Cluster as compact JSON (bytes), without
+``metadata.managedFields``: what the update is made from (decision 0010).  The update must
+carry the spec and metadata as read: Karmada's aggregated Cluster API stores them as sent
+on a status update.  As bytes, a real member's Cluster (``apiEnablements``, summaries)
+costs about 6 KiB; kept as objects its status alone cost about 32 KiB."""
 
 
 def _owning_entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -149,30 +150,30 @@ def cluster_transform(obj: informer.Object) -> informer.Object:
 
     Plus ``metadata.managedFields`` reduced to the entries that own
     ``remedyActions``/``remedyActionSources`` (for the handover), instead of
-    the whole object with every manager's field sets; and the whole status as
-    compact JSON under :data:`WHOLE_STATUS`, which the write is made from
-    (:func:`whole_status`).
+    the whole object with every manager's field sets; and the whole Cluster
+    but its ``managedFields`` as compact JSON under :data:`WHOLE_OBJECT`, which
+    the write is made from (:func:`whole_object`).
     """
-    st = obj.get("status")
-    whole = json.dumps(st, separators=(",", ":")).encode() if st else None
+    meta_ = obj.get("metadata") or {}
+    whole = json.dumps({**obj, "metadata": {k: v for k, v in meta_.items()
+                                            if k != "managedFields"}},
+                       separators=(",", ":")).encode()
     kept = _KEEP_CLUSTER(obj)
     st = kept.get("status")
     if st is not None and "conditions" in st:
         st["conditions"] = [{"type": c.get("type"), "status": c.get("status")}
                             for c in st["conditions"] or [] if isinstance(c, dict)]
-    if whole is not None:
-        kept[WHOLE_STATUS] = whole
+    kept[WHOLE_OBJECT] = whole
     owners = _owning_entries(obj)
     if owners:
         kept["metadata"]["managedFields"] = owners
     return kept
 
 
-def whole_status(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A cached Cluster's identity and whole status, as the update is made from."""
-    raw = obj.get(WHOLE_STATUS)
-    return {"metadata": obj.get("metadata") or {},
-            "status": json.loads(raw) if isinstance(raw, bytes) else {}}
+def whole_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole Cluster (no ``managedFields``) that :func:`cluster_transform` kept."""
+    whole: dict[str, Any] = json.loads(obj[WHOLE_OBJECT])
+    return whole
 
 
 def condition_statuses(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -383,7 +384,7 @@ class RemedyController(builder.Declared):
                 if not others:
                     written = await self.races.write(
                         self.cluster_writer, name, name, desired, namespace=None,
-                        cached=whole_status(obj), update=True)
+                        cached=whole_object(obj), update=True)
                     if not written:  # a newer Cluster: again from the cache, shortly
                         return reconcile.Result(requeue_after=RACE_RETRY)
                 else:

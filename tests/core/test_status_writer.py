@@ -206,8 +206,8 @@ async def test_an_update_of_the_whole_status_from_the_cache_keeps_every_other_wr
         test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
     """An update (PUT) of the status from a cached copy: others' fields kept, their owners too.
 
-    The cached copy may be cut down (here: reduced ``managedFields``, no spec);
-    only its identity, ``resourceVersion`` and status are sent.
+    The cached copy is the whole object but its ``managedFields`` (here: reduced
+    ones, which must not be sent); the body is that object.
     """
     name = f"u-{uuid.uuid4().hex[:6]}"
     await cp.create(LISTMAP, {"apiVersion": f"{GROUP}/v1", "kind": "ListMap",
@@ -217,9 +217,8 @@ async def test_an_update_of_the_whole_status_from_the_cache_keeps_every_other_wr
                                 frozenset({"DNSReady"}))
     cached = await agent.write(name, {"conditions": [_condition("DNSReady", "True")]})
     assert cached is not None
-    cut = {"metadata": {"name": name, "resourceVersion": cached["metadata"]["resourceVersion"],
-                        "managedFields": [{"manager": "remedy", "operation": "Update"}]},
-           "status": cached["status"]}
+    cut = {**cached, "metadata": {**cached["metadata"], "managedFields": [
+        {"manager": "remedy", "operation": "Update"}]}}
     remedy = status.StatusWriter(cp, kind, "remedy", frozenset({"actions", "sources"}))
 
     written = await remedy.update(name, {"actions": ["TrafficControl"], "sources": [{"a": 1}]},
@@ -248,6 +247,8 @@ async def test_an_update_of_the_whole_status_from_the_cache_keeps_every_other_wr
     with pytest.raises(errors.NotFound):
         await remedy.update("no-such-object", {"actions": ["X"]}, cached={"metadata": {
             "name": "no-such-object", "resourceVersion": "1"}})
+    with pytest.raises(ValueError, match="resourceVersion"):
+        await remedy.update(name, {"actions": ["X"]}, cached={"metadata": {"name": name}})
 
 
 async def test_without_a_status_subresource_status_goes_through_the_object(

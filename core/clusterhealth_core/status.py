@@ -125,7 +125,8 @@ class StatusWriter:
       :func:`apply_status` (the server merges by ``type``).  An atomic list
       (Karmada's Cluster API), or no published schema: read-modify-write of the
       conditions guarded by ``resourceVersion``, retried on conflict, keeping
-      every other writer's conditions, as Karmada's own controllers do.
+      every other writer's conditions, as Karmada's own controllers do (an
+      update recorded under :attr:`field_manager`, not the client's name).
     * No status subresource: the status is written through the main resource.
     * No ``status`` in the schema at all: :attr:`writable` is False.
     """
@@ -254,6 +255,44 @@ class StatusWriter:
             await self._explain_not_found(name, namespace, exc)
             raise
 
+    async def update(self, name: str, status: Mapping[str, Any], *,
+                     cached: Mapping[str, Any], namespace: str | None = None,
+                     reread: bool = True) -> dict[str, Any] | None:
+        """Make this writer's fields equal ``status`` with an update (PUT) of the whole object.
+
+        ``cached``: the whole object as an informer holds it (untransformed;
+        ``metadata.managedFields`` may be left out: the server then keeps its
+        own).  The body is that object with this writer's fields set in its
+        status, guarded by its ``resourceVersion``: a newer object makes it a
+        409 :class:`~errors.Conflict`, then (``reread``) one read of the
+        server and another try, so no other writer's field is ever lost.
+        The body carries the spec and metadata as read, because not every
+        server ignores them on a status update: a CRD's status subresource
+        does, Karmada's aggregated Cluster API stores them as sent (its status
+        strategy keeps nothing of the old object), so a body without a spec
+        would erase the Cluster's spec.  The server records an ``Update`` of
+        the field manager for what it changed, as Karmada's controllers
+        write.  One write alone costs the API server less than
+        :meth:`merge`'s patch (decision 0010).  Without a status subresource
+        it is :meth:`merge`.
+
+        Returns the object as written (when nothing changed: ``cached``,
+        nothing written), or None when nothing is writable here.
+        """
+        if not self.writable:
+            return None
+        if not self._subresource:
+            return await self.merge(name, status, namespace=namespace)
+        if not (cached.get("metadata") or {}).get("resourceVersion"):
+            raise ValueError(f"{self.field_manager}: an update of {name} needs the whole "
+                             "object as read, with its resourceVersion")
+        try:
+            return await self._read_modify_write(name, self.supported(status), namespace,
+                                                 cached, reread)
+        except errors.NotFound as exc:
+            await self._explain_not_found(name, namespace, exc)
+            raise
+
     async def _explain_not_found(self, name: str, namespace: str | None,
                                  exc: errors.NotFound) -> None:
         try:
@@ -282,7 +321,8 @@ class StatusWriter:
                 return live
             try:
                 return await self.api.update(self.kind.resource, {**live, "status": updated},
-                                             subresource=self._subresource)
+                                             subresource=self._subresource,
+                                             field_manager=self.field_manager)
             except errors.Conflict as exc:
                 last = exc
                 if attempt == 0 and cached is not None:
@@ -326,16 +366,21 @@ class LostRaces:
 
     async def write(self, writer: StatusWriter, key: object, name: str,
                     status: Mapping[str, Any], *, namespace: str | None,
-                    cached: Mapping[str, Any] | None) -> bool:
+                    cached: Mapping[str, Any] | None, update: bool = False) -> bool:
         """``writer.write`` from ``cached``; False: it lost the race, try again from the cache.
 
-        A write that read the server and lost all the same raises its
-        :class:`~errors.Conflict` (the caller backs off); NotFound is raised too.
+        ``update``: :meth:`StatusWriter.update` instead (``cached`` then is the
+        whole object).  A write that read the server and lost all the same raises
+        its :class:`~errors.Conflict` (the caller backs off); NotFound is raised too.
         """
         reread = self.reread(key, cached)
         try:
-            await writer.write(name, status, namespace=namespace, cached=cached,
-                               reread=reread)
+            if update and cached is not None:
+                await writer.update(name, status, namespace=namespace, cached=cached,
+                                    reread=reread)
+            else:
+                await writer.write(name, status, namespace=namespace, cached=cached,
+                                   reread=reread)
         except errors.Conflict:
             if reread:
                 raise

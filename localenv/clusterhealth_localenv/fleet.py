@@ -386,9 +386,12 @@ class Fleet:
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(stdin.encode() if stdin is not None else None), timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        except (TimeoutError, asyncio.CancelledError) as exc:  # no process left behind
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             raise FleetError(f"{shlex.join(argv)}: no answer in {timeout:.0f}s") from None
         assert proc.returncode is not None
         ran = Ran(list(argv), proc.returncode, out.decode(errors="replace"),

@@ -11,10 +11,14 @@ share one term of leadership (:class:`clusterhealth_core.runner.Term`):
   — clearing happens by recomputation, never by remembering — and writes
   only ``remedyActions`` and ``remedyActionSources`` (field manager
   ``clusterhealth-remedy``), so the agent's and the cluster-status
-  controller's conditions are never touched.  The write is a JSON merge
-  patch naming exactly these two fields (``null`` removes one), an
-  ``Update`` in ``managedFields`` as Karmada's controller writes: it costs
-  the API server less than a server-side apply (decision 0008).
+  controller's conditions are never touched.  The write is an update (PUT)
+  of the whole cached Cluster (kept as compact JSON) with these two fields
+  set, guarded by its resourceVersion, as Karmada's controller writes (an
+  ``Update`` in ``managedFields``): one alone costs the API server less than a
+  merge patch, which cost less than a server-side apply (decisions 0008, 0010).
+  One that meets a newer Cluster (409) tries again from the cache
+  :data:`RACE_RETRY` later, and reads the server only if the cache has not
+  moved (:class:`clusterhealth_core.status.LostRaces`).
 * ``remedy-status``, keyed by Remedy: the clusters it acts on (with the
   matched condition), whether every named cluster exists, and whether its
   spec can ever act at all; derived from the latest decisions.  Its workers
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -98,6 +103,9 @@ As long as :data:`EVENT_HOLD_MAX`: the Events and the provenance of one change
 are written within the same bound, longer than a mass change of 1,000 Clusters
 takes on a loaded machine (25 s), far shorter than the resync; a queue that
 never drains delays provenance by this much, never for ever."""
+RACE_RETRY = 0.1
+"""Seconds before a status update that met a newer Cluster tries again from the cache (by
+then the informer most likely holds the other write; if not, the retry reads the server)."""
 INITIAL_PASS_TIMEOUT = 30.0
 """Remedy statuses wait for every Cluster's first reconcile of a term, at most this long."""
 CONDITION_TYPES = (decision.CONDITION_EFFECTIVE, decision.CONDITION_CLUSTERS_RESOLVED)
@@ -115,6 +123,12 @@ class ControllerSettings:
 # --- what the Cluster cache keeps ---------------------------------------------------------
 
 _KEEP_CLUSTER = informer.keep_fields("status.conditions", *(f"status.{f}" for f in OWNED_FIELDS))
+WHOLE_OBJECT = "clusterhealth.io/whole-object"
+"""Key of the cached Cluster holding the whole Cluster as compact JSON (bytes), without
+``metadata.managedFields``: what the update is made from (decision 0010).  The update must
+carry the spec and metadata as read: Karmada's aggregated Cluster API stores them as sent
+on a status update.  As bytes, a real member's Cluster (``apiEnablements``, summaries)
+costs about 6 KiB; kept as objects its status alone cost about 32 KiB."""
 
 
 def _owning_entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -136,17 +150,30 @@ def cluster_transform(obj: informer.Object) -> informer.Object:
 
     Plus ``metadata.managedFields`` reduced to the entries that own
     ``remedyActions``/``remedyActionSources`` (for the handover), instead of
-    the whole object with every manager's field sets.
+    the whole object with every manager's field sets; and the whole Cluster
+    but its ``managedFields`` as compact JSON under :data:`WHOLE_OBJECT`, which
+    the write is made from (:func:`whole_object`).
     """
+    meta_ = obj.get("metadata") or {}
+    whole = json.dumps({**obj, "metadata": {k: v for k, v in meta_.items()
+                                            if k != "managedFields"}},
+                       separators=(",", ":")).encode()
     kept = _KEEP_CLUSTER(obj)
     st = kept.get("status")
     if st is not None and "conditions" in st:
         st["conditions"] = [{"type": c.get("type"), "status": c.get("status")}
                             for c in st["conditions"] or [] if isinstance(c, dict)]
+    kept[WHOLE_OBJECT] = whole
     owners = _owning_entries(obj)
     if owners:
         kept["metadata"]["managedFields"] = owners
     return kept
+
+
+def whole_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole Cluster (no ``managedFields``) that :func:`cluster_transform` kept."""
+    whole: dict[str, Any] = json.loads(obj[WHOLE_OBJECT])
+    return whole
 
 
 def condition_statuses(obj: Mapping[str, Any] | None) -> dict[str, str]:
@@ -212,6 +239,8 @@ class RemedyController(builder.Declared):
         """Every Cluster's latest decision, and the Clusters each Remedy acts on."""
         self.writes = index.ClusterWrites(PROVENANCE_HOLD_MAX)
         """Cluster status writes in flight or held back (their echo needs no reconcile)."""
+        self.races = statuses.LostRaces()
+        """Clusters whose status update met a newer Cluster (tried again from the cache)."""
         self._status_due: dict[str, float] = {}
         """Remedy to when its status was first held back for busy Clusters (monotonic)."""
         self.change_log = floodlog.SampledLog(log, "cluster change(s)", clock=term.clock)
@@ -282,6 +311,7 @@ class RemedyController(builder.Declared):
                 or known is None or self._disturbed(name, owned_status(event.obj), known))
 
     def _cluster_gone(self, request: builder.Request) -> None:
+        self.races.forget(request.name)
         gone = self.decisions.remove(request.name)
         if gone is not None:
             self.metrics.forget(request.name)
@@ -352,7 +382,11 @@ class RemedyController(builder.Declared):
                               acts=change is decision.StatusChange.ACTIONS)
             try:
                 if not others:
-                    await self.cluster_writer.merge(name, desired)
+                    written = await self.races.write(
+                        self.cluster_writer, name, name, desired, namespace=None,
+                        cached=whole_object(obj), update=True)
+                    if not written:  # a newer Cluster: again from the cache, shortly
+                        return reconcile.Result(requeue_after=RACE_RETRY)
                 else:
                     await self._take_over(obj, desired, others)
                     if desired:  # and own them as the server-side apply of old did

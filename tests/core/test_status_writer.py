@@ -202,6 +202,55 @@ async def test_a_merge_patch_sets_only_its_fields_and_takes_them_over(
         await remedy.merge("no-such-object", {})
 
 
+async def test_an_update_of_the_whole_status_from_the_cache_keeps_every_other_writer(
+        test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
+    """An update (PUT) of the status from a cached copy: others' fields kept, their owners too.
+
+    The cached copy is the whole object but its ``managedFields`` (here: reduced
+    ones, which must not be sent); the body is that object.
+    """
+    name = f"u-{uuid.uuid4().hex[:6]}"
+    await cp.create(LISTMAP, {"apiVersion": f"{GROUP}/v1", "kind": "ListMap",
+                              "metadata": {"name": name}, "spec": {"keep": "me"}})
+    kind = test_kinds["listmaps"]
+    agent = status.StatusWriter(cp, kind, "agent", frozenset({"conditions"}),
+                                frozenset({"DNSReady"}))
+    cached = await agent.write(name, {"conditions": [_condition("DNSReady", "True")]})
+    assert cached is not None
+    cut = {**cached, "metadata": {**cached["metadata"], "managedFields": [
+        {"manager": "remedy", "operation": "Update"}]}}
+    remedy = status.StatusWriter(cp, kind, "remedy", frozenset({"actions", "sources"}))
+
+    written = await remedy.update(name, {"actions": ["TrafficControl"], "sources": [{"a": 1}]},
+                                  cached=cut)
+    assert written is not None
+    assert written["status"]["actions"] == ["TrafficControl"]
+    assert "sources" not in written["status"]  # undeclared: left out
+    assert written["status"]["conditions"] == cached["status"]["conditions"]
+    assert written["spec"] == {"keep": "me"}
+    owners = {e["manager"]: e["operation"] for e in written["metadata"]["managedFields"]}
+    # the agent's entry is still there: the cut-down managedFields were not sent
+    assert owners["agent"] == "Apply" and owners["remedy"] == "Update"
+
+    same = await remedy.update(name, {"actions": ["TrafficControl"]}, cached=written)
+    assert same is not None  # nothing to change: nothing written
+    assert same["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+    assert (await cp.get(LISTMAP, name))["metadata"]["resourceVersion"] == \
+        written["metadata"]["resourceVersion"]
+    # a stale copy: a Conflict (reread=False), or one read and the write (reread=True)
+    await agent.write(name, {"conditions": [_condition("DNSReady", "False")]})
+    with pytest.raises(errors.Conflict):
+        await remedy.update(name, {}, cached=written, reread=False)
+    final = await remedy.update(name, {}, cached=written)
+    assert final is not None and "actions" not in final["status"]
+    assert [c["status"] for c in final["status"]["conditions"]] == ["False"]
+    with pytest.raises(errors.NotFound):
+        await remedy.update("no-such-object", {"actions": ["X"]}, cached={"metadata": {
+            "name": "no-such-object", "resourceVersion": "1"}})
+    with pytest.raises(ValueError, match="resourceVersion"):
+        await remedy.update(name, {"actions": ["X"]}, cached={"metadata": {"name": name}})
+
+
 async def test_without_a_status_subresource_status_goes_through_the_object(
         test_kinds: dict[str, schema.Kind], cp: kube.ApiClient) -> None:
     name = f"p-{uuid.uuid4().hex[:6]}"

@@ -251,8 +251,13 @@ async def test_remedy_upgrade_hands_over_without_a_missed_reaction(
     async with env.client() as cp:
         await conditions.set_condition(cp, "member2", PROBE, "True", manager=WRITER)
         await cp.create(resources.REMEDIES, remedy)
+        old_log: asyncio.Task[fleet.Ran] | None = None
         try:
             old_leader = await kit.lease_holder(cp, "clusterhealth-remedy")
+            # its log until it stops: how it let the Lease go
+            old_log = asyncio.create_task(installed_fleet.kubectl(
+                "control-plane", "logs", "-f", old_leader, "--namespace", NAMESPACE,
+                check=False, timeout=420))
             upgrade = asyncio.create_task(installed_fleet.helm(
                 "control-plane", "upgrade", "clusterhealth-remedy", "charts/remedy",
                 "--namespace", NAMESPACE, "--reuse-values", "--set", "workers=3"))
@@ -281,13 +286,24 @@ async def test_remedy_upgrade_hands_over_without_a_missed_reaction(
                 if time.monotonic() - began > 300:
                     raise AssertionError("the remedy controller's rollout did not finish")
             await upgrade
-            new_leader = await kit.lease_holder(cp, "clusterhealth-remedy")
             pods = (await cp.list(resources.PODS, namespace=NAMESPACE, label_selector=(
                 "app.kubernetes.io/name=clusterhealth-remedy")))["items"]
             current = {p["metadata"]["name"] for p in pods
                        if not p["metadata"].get("deletionTimestamp")}
-            assert old_leader not in current and new_leader in current, (old_leader, current)
+            assert old_leader not in current, (old_leader, current)
+
+            # The rollout counts done once the old Pod is terminating; it holds the Lease
+            # until its work has stopped (at most the stop timeout), then releases it.
+            async def handed_over() -> str:
+                holder = await kit.lease_holder(cp, "clusterhealth-remedy")
+                return holder if holder in current else ""
+            await kit.wait_for("the Lease held by a new Pod", handed_over, timeout=60)
+            stopped = (await asyncio.wait_for(old_log, 120)).stdout
+            for failure in ("did not stop", "could not release", "release timed out"):
+                assert failure not in stopped, stopped[-3000:]
         finally:
+            if old_log is not None:
+                old_log.cancel()
             await cp.delete(resources.REMEDIES, "upgrade-probe", missing_ok=True)
             await conditions.remove_conditions(cp, "member2", [PROBE], manager=WRITER)
             await kit.wait_for("member2's actions cleared",

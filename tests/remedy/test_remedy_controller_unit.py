@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from clusterhealth_remedy import controller
@@ -41,7 +42,7 @@ CLUSTER: dict[str, Any] = {
 }
 
 
-def test_the_cluster_cache_keeps_what_the_controller_reads() -> None:
+def test_the_cluster_cache_keeps_what_the_controller_reads_and_the_cluster_to_write() -> None:
     raw = copy.deepcopy(CLUSTER)
     kept = controller.cluster_transform(copy.deepcopy(CLUSTER))
     assert kept == {
@@ -60,7 +61,19 @@ def test_the_cluster_cache_keeps_what_the_controller_reads() -> None:
             "remedyActions": ["TrafficControl"],
             "remedyActionSources": [{"action": "TrafficControl", "remedies": ["r"]}],
         },
+        # the whole Cluster but its managedFields, compact: the write is an update of it
+        controller.WHOLE_OBJECT: json.dumps(
+            {**CLUSTER, "metadata": {k: v for k, v in CLUSTER["metadata"].items()
+                                     if k != "managedFields"}},
+            separators=(",", ":")).encode(),
     }
+    whole = controller.whole_object(kept)
+    # spec, labels and annotations go with the update: Karmada's Cluster API stores them
+    assert whole["spec"] == CLUSTER["spec"]
+    assert whole["metadata"]["labels"] == {"a": "b"}
+    assert whole["metadata"]["annotations"] == CLUSTER["metadata"]["annotations"]
+    assert whole["status"] == CLUSTER["status"]
+    assert "managedFields" not in whole["metadata"]
     assert controller.condition_statuses(kept) == controller.condition_statuses(raw)
     assert controller.owned_status(kept) == controller.owned_status(raw)
 
@@ -69,8 +82,11 @@ def test_a_cluster_nobody_wrote_remedy_fields_on() -> None:
     bare = {"metadata": {"name": "c", "resourceVersion": "1",
                          "managedFields": [_entry("agent", "Apply", {"f:conditions": {}})]},
             "spec": {}}
-    assert controller.cluster_transform(bare) == {"metadata": {"name": "c",
-                                                               "resourceVersion": "1"}}
+    kept = controller.cluster_transform(bare)
+    assert controller.whole_object(kept) == {"metadata": {"name": "c", "resourceVersion": "1"},
+                                             "spec": {}}
+    del kept[controller.WHOLE_OBJECT]
+    assert kept == {"metadata": {"name": "c", "resourceVersion": "1"}}
 
 
 def test_foreign_owners() -> None:

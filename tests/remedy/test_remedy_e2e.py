@@ -43,6 +43,11 @@ async def test_condition_driven_remedy(controllers: Start, plane: environment.Lo
                                        cp: kube.ApiClient,
                                        cleanup: dict[str, list[str]]) -> None:
     a, b = await _clusters(cp, cleanup, 2)
+    # What the write must keep: on Karmada's Cluster API a status update stores the spec
+    # and metadata it is sent (a CRD's status subresource ignores them).
+    await cp.patch(resources.CLUSTERS, a, {"metadata": {
+        "labels": {"team": "payments"}, "annotations": {"owner": "sre"}}}, patch_type="merge")
+    before = await cp.get(resources.CLUSTERS, a)
     remedy = testkit.unique("dns")
     await k.make_remedy(cp, remedy, [a, b])
     cleanup["remedies"].append(remedy)
@@ -51,6 +56,9 @@ async def test_condition_driven_remedy(controllers: Start, plane: environment.Lo
     await k.set_condition(cp, a, "False")
     await k.eventually(lambda: _has(cp, a, TC))
     obj = await cp.get(resources.CLUSTERS, a)
+    assert obj["spec"] == before["spec"] and obj["spec"].get("apiEndpoint")
+    for field in ("labels", "annotations", "finalizers"):
+        assert obj["metadata"].get(field) == before["metadata"].get(field), field
     if plane.is_karmada:  # Karmada's Cluster API has no remedyActionSources
         assert "remedyActionSources" not in obj["status"]
     else:
@@ -70,6 +78,7 @@ async def test_condition_driven_remedy(controllers: Start, plane: environment.Lo
     await k.set_condition(cp, a, "True")
     await k.eventually(lambda: _has(cp, a, []))
     obj = await cp.get(resources.CLUSTERS, a)
+    assert obj["spec"] == before["spec"]
     assert "remedyActionSources" not in obj["status"]
     (dns,) = [c for c in obj["status"]["conditions"] if c["type"] == k.DNS]
     assert (dns["status"], dns["message"]) == ("True", "set to True")  # untouched

@@ -640,14 +640,19 @@ class ApiClient:
 
     async def update(
         self, resource: resources.Resource, body: Mapping[str, Any], *,
-        subresource: str | None = None,
+        subresource: str | None = None, field_manager: str | None = None,
     ) -> Object:
-        """Replace an object; guarded by ``metadata.resourceVersion`` when it is set."""
+        """Replace an object; guarded by ``metadata.resourceVersion`` when it is set.
+
+        ``field_manager``: the name ``managedFields`` records for what changed
+        (without it, the server derives one from the User-Agent).
+        """
         meta = body.get("metadata", {})
         path = resource.path(
             meta["name"], namespace=meta.get("namespace"), subresource=subresource
         )
-        result: Object = await self.request("PUT", path, body=dict(body))
+        params = {"fieldManager": field_manager} if field_manager else None
+        result: Object = await self.request("PUT", path, body=dict(body), params=params)
         return result
 
     async def patch(

@@ -10,7 +10,9 @@ a status, and a Warning Event naming the field and the value it means.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -19,7 +21,7 @@ import remedykit as k
 
 import testkit
 from clusterhealth_core.kube import client as kube
-from clusterhealth_core.kube import resources
+from clusterhealth_core.kube import errors, resources
 from clusterhealth_localenv import environment
 
 Start = Callable[..., k.Controller]
@@ -40,6 +42,24 @@ async def crd_without_enum(cp: kube.ApiClient) -> AsyncIterator[None]:
     finally:
         await cp.patch(resources.CRDS, name, [{"op": "add", "path": ENUM_PATH, "value": enum}],
                        patch_type="json")
+
+
+async def _make_lowercase(cp: kube.ApiClient, name: str, cluster: str) -> None:
+    """Create the lowercase Remedy once the API server validates with the schema patched.
+
+    The CRD's new schema takes effect a moment after the patch (the API server's CRD
+    handler rebuilds its validation when its informer sees the change): until then the
+    old enum refuses the Remedy.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await k.make_remedy(cp, name, [cluster], (k.DNS, "NotEqual", "false"))
+            return
+        except errors.Invalid as exc:
+            if 'Unsupported value: "false"' not in str(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 async def _warning(cp: kube.ApiClient, remedy: str) -> str | None:
@@ -68,7 +88,7 @@ async def test_lowercase_status_is_refused_by_the_controller(
         await k.make_remedy(cp, name, [cluster], (k.DNS, "NotEqual", "false"))
     else:
         async with crd_without_enum(cp):
-            await k.make_remedy(cp, name, [cluster], (k.DNS, "NotEqual", "false"))
+            await _make_lowercase(cp, name, cluster)
     cleanup["remedies"].append(name)
     controllers()
     message = await k.eventually(lambda: _warning(cp, name))

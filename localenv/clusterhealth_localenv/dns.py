@@ -15,6 +15,7 @@ import ipaddress
 import os
 import pathlib
 import pwd
+import shutil
 import socket
 import tempfile
 import time
@@ -73,6 +74,8 @@ class DnsServer(processes.LocalService):
             ipaddress.ip_address(address)
             self.records[name.rstrip(".")] = address
         self._log_dir = log_dir
+        self._made_log_dir = False
+        """Whether :attr:`log_dir` is a temporary folder of this server's (removed at stop)."""
         self._process: processes.ManagedProcess | None = None
 
     @property
@@ -90,6 +93,7 @@ class DnsServer(processes.LocalService):
         """dnsmasq's log (with every query, for debugging a failed test)."""
         if self._log_dir is None:
             self._log_dir = pathlib.Path(tempfile.mkdtemp(prefix="clusterhealth-dns-"))
+            self._made_log_dir = True
         return self._log_dir / f"dnsmasq-{self.host}-{self.port}.log"
 
     def argv(self) -> list[str]:
@@ -141,6 +145,12 @@ class DnsServer(processes.LocalService):
                         f"{START_TIMEOUT:g}s:\n{process.log_tail()}"
                     ) from None
                 time.sleep(0.02)
+
+    def _stopped(self) -> None:
+        """The temporary log folder goes with the stopped server (a given ``log_dir`` stays)."""
+        if self._made_log_dir and self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir, self._made_log_dir = None, False
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

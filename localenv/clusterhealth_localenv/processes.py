@@ -210,6 +210,7 @@ class LocalService:
         """SIGTERM (SIGKILL after a grace period) and wait for the exit (blocking)."""
         if self._process is not None:
             self._process.stop_blocking(grace=self.stop_grace)
+        self._stopped()
 
     def restart(self) -> None:
         """Stop, then start again with the same settings (runtime state is lost)."""
@@ -224,6 +225,10 @@ class LocalService:
         """:meth:`stop` without blocking the event loop."""
         if self._process is not None:
             await self._process.stop(grace=self.stop_grace)
+        self._stopped()
+
+    def _stopped(self) -> None:
+        """After every stop, the server exited: remove what the service made for itself."""
 
     async def restart_async(self) -> None:
         """:meth:`restart` without blocking the event loop."""

@@ -193,6 +193,23 @@ async def test_dnsmasq_on_another_loopback_address_and_ipv6_record(
     assert not server.running
 
 
+async def test_dnsmasq_removes_its_own_log_folder_and_keeps_a_given_one(
+        tmp_path: pathlib.Path) -> None:
+    own = localdns.DnsServer("127.0.0.1", records={"a.example": "198.18.0.1"})
+    async with own:
+        made = own.log_path.parent
+        assert made.is_dir() and made.name.startswith("clusterhealth-dns-")
+    assert not made.exists()
+    own.start()  # started again: a new folder, removed at the next stop
+    again = own.log_path.parent
+    own.stop()
+    assert not again.exists()
+    given = localdns.DnsServer("127.0.0.1", log_dir=tmp_path)
+    async with given:
+        pass
+    assert given.log_path.parent == tmp_path and given.log_path.exists()
+
+
 def test_dns_server_needs_an_ip_and_valid_records() -> None:
     with pytest.raises(ValueError, match="does not appear to be an IPv4 or IPv6"):
         localdns.DnsServer("localhost")

@@ -128,7 +128,7 @@ WHOLE_OBJECT = "clusterhealth.io/whole-object"
 ``metadata.managedFields``: what the update is made from (decision 0010).  The update must
 carry the spec and metadata as read: Karmada's aggregated Cluster API stores them as sent
 on a status update.  As bytes, a real member's Cluster (``apiEnablements``, summaries)
-costs about 6 KiB; kept as objects its status alone cost about 32 KiB."""
+costs about 7.4 KiB; kept as objects its status alone cost about 32 KiB."""
 
 
 def _owning_entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -10,9 +10,7 @@ a status, and a Warning Event naming the field and the value it means.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -51,15 +49,16 @@ async def _make_lowercase(cp: kube.ApiClient, name: str, cluster: str) -> None:
     handler rebuilds its validation when its informer sees the change): until then the
     old enum refuses the Remedy.
     """
-    deadline = time.monotonic() + 30
-    while True:
+    async def created() -> bool:
         try:
             await k.make_remedy(cp, name, [cluster], (k.DNS, "NotEqual", "false"))
-            return
         except errors.Invalid as exc:
-            if 'Unsupported value: "false"' not in str(exc) or time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+            if 'Unsupported value: "false"' in str(exc):
+                return False  # the old enum still applies: again
+            raise
+        return True
+    await k.eventually(created, timeout=30, not_yet=(),
+                       what="the lowercase Remedy created with the patched schema")
 
 
 async def _warning(cp: kube.ApiClient, remedy: str) -> str | None:

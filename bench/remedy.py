@@ -32,9 +32,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bench import remedy_workload as workloads
 from bench import report, runtime, takeover, usage
+from clusterhealth_core import schema
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import binaries, environment
@@ -57,6 +59,9 @@ class Implementation:
     """``(environment, workers) -> argv`` of one controller process."""
     tree: pathlib.Path | None = None
     """Another checkout whose sources the process runs (``--baseline-tree``); None: this one."""
+    sources: bool = True
+    """Whether the Cluster CRD declares ``status.remedyActionSources`` while this controller
+    runs; False: as Karmada's Cluster API, which has no such field (:class:`ClusterSchema`)."""
 
     def start(self, env: environment.LocalEnvironment, workers: int, log: pathlib.Path
               ) -> subprocess.Popen[bytes]:
@@ -90,12 +95,55 @@ def _bare(env: environment.LocalEnvironment, workers: int) -> list[str]:
             "--workers", str(workers)]
 
 
+NO_SOURCES = Implementation("ours-no-sources", _ours, sources=False)
+"""Our controller where the Cluster schema has no ``remedyActionSources``: the fields Karmada's
+controller writes, and what our controller writes on a real Karmada."""
 BARE = Implementation("bare", _bare)
 """The controller's writes with no controller (``bench.bare_writes``): the API server's floor."""
 BASELINE = "baseline"
 """The name of our controller run from ``--baseline-tree`` (before a change)."""
 WHO = {"ours": "ours", "ours-httpx": "ours on httpx", "karmada": "Karmada, unthrottled",
-       "bare": "bare writes (floor)", BASELINE: "ours, baseline tree"}
+       "bare": "bare writes (floor)", BASELINE: "ours, baseline tree",
+       NO_SOURCES.name: "ours, schema without remedyActionSources"}
+SOURCES_PATH = "/spec/versions/{}/schema/openAPIV3Schema/properties/status/properties/" \
+    "remedyActionSources"
+
+
+class ClusterSchema:
+    """Declares or drops ``status.remedyActionSources`` in the Cluster CRD of one API server.
+
+    Our controller reads the server's OpenAPI schema when it starts and leaves out what
+    it does not declare (as on Karmada's Cluster API), so the switch is made, and seen in
+    ``/openapi/v3``, before a controller starts.  The field's schema is restored as read.
+    """
+
+    def __init__(self) -> None:
+        self._saved: dict[str, Any] | None = None
+        self._path = ""
+
+    async def declare(self, api: kube.ApiClient, sources: bool) -> None:
+        crd = await api.get(resources.CRDS, resources.CLUSTERS.crd_name)
+        index = next(i for i, v in enumerate(crd["spec"]["versions"])
+                     if v["name"] == resources.CLUSTERS.version)
+        path = SOURCES_PATH.format(index)
+        status = crd["spec"]["versions"][index]["schema"]["openAPIV3Schema"]["properties"][
+            "status"]["properties"]
+        if sources and "remedyActionSources" not in status:
+            assert self._saved is not None, "the field was dropped before this benchmark"
+            await api.patch(resources.CRDS, resources.CLUSTERS.crd_name,
+                            [{"op": "add", "path": path, "value": self._saved}],
+                            patch_type="json")
+        elif not sources and "remedyActionSources" in status:
+            self._saved = status["remedyActionSources"]
+            await api.patch(resources.CRDS, resources.CLUSTERS.crd_name,
+                            [{"op": "remove", "path": path}], patch_type="json")
+        deadline = time.monotonic() + 60
+        while (await schema.discover(api, resources.CLUSTERS)).declares(
+                "status", "remedyActionSources") != sources:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"/openapi/v3 still {'lacks' if sources else 'has'} "
+                                   "remedyActionSources 60 s after the CRD's patch")
+            await asyncio.sleep(0.5)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -132,16 +180,19 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 
 async def latency_samples(env: environment.LocalEnvironment, impl: Implementation, flips: int,
-                          tmp: pathlib.Path, tag: str = "latency", workers: int = 2
-                          ) -> list[float]:
+                          tmp: pathlib.Path, tag: str = "latency", workers: int = 2,
+                          cluster_schema: ClusterSchema | None = None) -> list[float]:
     """Milliseconds from a condition write to the watch delivering the new remedyActions.
 
     One Cluster and one Remedy named ``tag`` (deleted afterwards), one
     controller started for the block.  A warm-up flip, not recorded, waits
     up to 60 s for the controller to be up; then ``flips`` flips alternate
-    raising and clearing TrafficControl.
+    raising and clearing TrafficControl.  With ``cluster_schema``, the Cluster CRD
+    declares ``remedyActionSources`` or not, as ``impl`` wants, before it starts.
     """
     async with env.client() as api:
+        if cluster_schema is not None:
+            await cluster_schema.declare(api, impl.sources)
         await api.create(resources.CLUSTERS, workloads.cluster_obj(tag))
         await workloads.set_condition(api, tag, "True")
         await api.create(resources.REMEDIES, workloads.remedy_obj(
@@ -213,7 +264,7 @@ def latency_compare_figures(blocks: Mapping[str, list[list[float]]]) -> list[rep
                           tuple(percentile(b, 0.99) for b in blocks[name]), "ms"),
         ]
     if "karmada" in flat:
-        for name in (OURS.name, BASELINE):
+        for name in (OURS.name, BASELINE, NO_SOURCES.name):
             if name not in flat:
                 continue
             for label, q in (("p50", 0.5), ("p99", 0.99)):
@@ -229,6 +280,7 @@ async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: i
                           tmp: pathlib.Path) -> list[report.Figure]:
     """``blocks`` blocks of ``flips`` flips per controller, alternating, on one environment."""
     done: dict[str, list[list[float]]] = {impl.name: [] for impl in impls}
+    cluster_schema = ClusterSchema()
     async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
         for index in range(blocks):
             order = impls if index % 2 == 0 else tuple(reversed(impls))
@@ -236,7 +288,8 @@ async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: i
                 takeover.progress(f"reaction latency: {impl.name}, block {index + 1}/{blocks}, "
                                   f"{flips} flips")
                 samples = await latency_samples(env, impl, flips, tmp,
-                                                tag=f"latency-{impl.name}-{index}")
+                                                tag=f"latency-{impl.name}-{index}",
+                                                cluster_schema=cluster_schema)
                 takeover.progress(f"{impl.name}: p50 {percentile(samples, 0.5):.1f} ms, "
                                   f"p99 {percentile(samples, 0.99):.1f} ms")
                 done[impl.name].append(samples)
@@ -302,8 +355,8 @@ def _server_pids(env: environment.LocalEnvironment) -> list[int | None]:
 
 
 async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workload,
-                    impl: Implementation, tmp: pathlib.Path, changes: int, workers: int = 4
-                    ) -> ScaleRun:
+                    impl: Implementation, tmp: pathlib.Path, changes: int, workers: int = 4,
+                    cluster_schema: ClusterSchema | None = None) -> ScaleRun:
     """Reset, start the controller, converge; then ``changes`` edits of ``scale-all``.
 
     The edits alternate between the changed spec (every Cluster needs a
@@ -314,6 +367,8 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
     writes = workload.writes
     servers = _server_pids(env)
     async with env.client(max_connections=16) as api:
+        if cluster_schema is not None:  # as :func:`latency_samples`
+            await cluster_schema.declare(api, impl.sources)
         await workload.reset(api)
         await asyncio.sleep(1)
         expected = {False: workload.expected(False), True: workload.expected(True)}
@@ -457,11 +512,12 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
             f"{scale.label}: change convergence, ours on httpx / Karmada (medians)",
             [t for r in runs[OURS_HTTPX.name] for t in r.after_change],
             [t for r in runs["karmada"] for t in r.after_change], None))
-    if "karmada" in runs and BASELINE in runs:
-        figures.append(_ratio_figure(
-            f"{scale.label}: change convergence, {WHO[BASELINE]} / Karmada (medians)",
-            [t for r in runs[BASELINE] for t in r.after_change],
-            [t for r in runs["karmada"] for t in r.after_change], None))
+    for other in (BASELINE, NO_SOURCES.name):
+        if "karmada" in runs and other in runs:
+            figures.append(_ratio_figure(
+                f"{scale.label}: change convergence, {WHO[other]} / Karmada (medians)",
+                [t for r in runs[other] for t in r.after_change],
+                [t for r in runs["karmada"] for t in r.after_change], None))
     if BARE.name in runs:
         figures.append(_ratio_figure(
             f"{scale.label}: change convergence, ours / bare writes (medians)",
@@ -549,11 +605,13 @@ async def measure_scales(scales: Sequence[Scale], impls: Sequence[Implementation
             async with env.client(max_connections=16) as api:
                 await workload.create(api)
             runs: dict[str, list[ScaleRun]] = {impl.name: [] for impl in impls}
+            cluster_schema = ClusterSchema()
             for index in range(rounds):
                 order = impls if index % 2 == 0 else tuple(reversed(impls))
                 for impl in order:
                     takeover.progress(f"{scale.label}: {impl.name}, round {index + 1}/{rounds}")
-                    run = await scale_run(env, workload, impl, tmp, changes)
+                    run = await scale_run(env, workload, impl, tmp, changes,
+                                          cluster_schema=cluster_schema)
                     takeover.progress(f"{scale.label}: {impl.name}: start {run.after_start:.1f} s, "
                                       f"changes {', '.join(f'{t:.1f}' for t in run.after_change)}"
                                       f" s, peak {run.rss_peak:.0f} MiB")
@@ -571,13 +629,16 @@ async def measure(options: argparse.Namespace, karmada: pathlib.Path | None
         impls += (BARE,)
     if options.baseline_tree is not None:
         impls += (dataclasses.replace(OURS, name=BASELINE, tree=options.baseline_tree),)
+    if options.without_sources:
+        impls += (NO_SOURCES,)
     if karmada is not None:
         impls += (_karmada(karmada),)
     runtime.python()  # made now if missing: its pip install must not count as a start
     with tempfile.TemporaryDirectory(prefix="clusterhealth-bench-") as tmp:
         figures: list[report.Figure] = []
         if options.flips > 0 and options.latency_blocks > 0:
-            latency_impls = [i for i in impls if i.name in (OURS.name, BASELINE, "karmada")]
+            latency_impls = [i for i in impls
+                             if i.name in (OURS.name, BASELINE, NO_SOURCES.name, "karmada")]
             figures += await measure_latency(latency_impls, options.flips,
                                              options.latency_blocks, pathlib.Path(tmp))
         elif options.flips > 0:
@@ -642,6 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline-tree", type=pathlib.Path, default=None,
                         help="another checkout of this repository whose controller runs "
                              "beside ours (before/after a change, in the same run)")
+    parser.add_argument("--without-sources", action="store_true",
+                        help="also our controller with remedyActionSources dropped from the "
+                             "Cluster CRD while it runs (the fields Karmada's controller "
+                             "writes; what ours writes on a real Karmada)")
     parser.add_argument("--no-scale", dest="scale", action="store_false",
                         help="measure the reaction latency only")
     parser.add_argument("--markdown", type=pathlib.Path, default=None)
@@ -688,6 +753,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if karmada is not None else
             "Karmada's controller was not measured (no peer folder and no --karmada-remedy).",
         ]
+        if options.without_sources:
+            notes.append("\"ours, schema without remedyActionSources\": our controller "
+                         "started while the Cluster CRD does not declare that field (patched "
+                         "out, and seen gone from /openapi/v3, before it starts; restored "
+                         "for the others): it then writes remedyActions alone, as Karmada's "
+                         "controller does and as ours does on Karmada's Cluster API.")
         if options.baseline_tree is not None:
             notes.append(f"\"ours, baseline tree\": our controller run from the sources of "
                          f"{options.baseline_tree} (before the change measured), alternating "

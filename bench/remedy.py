@@ -273,6 +273,14 @@ def latency_compare_figures(blocks: Mapping[str, list[list[float]]]) -> list[rep
                     f"reaction latency {label}, {WHO[name]} / Karmada (all flips)", (ratio,),
                     "x", "<= 1" if name == OURS.name else "-",
                     ("pass" if ratio <= 1 else "FAIL") if name == OURS.name else "recorded"))
+                # block i of each ran next to the other's (the order alternates): the spread
+                # of these ratios is the run's own noise
+                paired = tuple(percentile(mine, q) / percentile(theirs, q)
+                               for mine, theirs in zip(blocks[name], blocks["karmada"],
+                                                       strict=True))
+                figures.append(report.Figure(
+                    f"reaction latency {label}, {WHO[name]} / Karmada (per pair of blocks)",
+                    paired, "x"))
     return figures
 
 
@@ -525,6 +533,14 @@ def compare_figures(scale: Scale, workload: workloads.Workload,
             [t for r in runs[BARE.name] for t in r.after_change], None))
     if "karmada" in runs:
         ours, theirs = runs[OURS.name], runs["karmada"]
+        for other in (OURS.name, NO_SOURCES.name):
+            if other in runs:  # round i of each ran next to the other's: the run's own noise
+                figures.append(report.Figure(
+                    f"{scale.label}: change convergence, {WHO[other]} / Karmada (per pair "
+                    "of rounds)",
+                    tuple(statistics.median(mine.after_change)
+                          / statistics.median(karmada.after_change)
+                          for mine, karmada in zip(runs[other], theirs, strict=True)), "x"))
         figures += [
             _ratio_figure(f"{scale.label}: change convergence, ours / Karmada (medians)",
                           [t for r in ours for t in r.after_change],

@@ -90,3 +90,24 @@ def test_reaction_latency_ratios_against_karmada(ours: list[float], verdict: str
     assert found["reaction latency p50, ours, baseline tree / Karmada (all flips)"].samples \
         == (9.0 / 7.0,)
     assert found["reaction latency, ours: p99 per block"].samples == (ours[1], ours[3])
+
+
+def test_ratios_per_pair_of_blocks_and_rounds_are_recorded_for_each_variant() -> None:
+    blocks = {"ours": [[11.0, 11.0], [5.0, 5.0]], "ours-no-sources": [[6.0, 6.0], [12.0, 12.0]],
+              "karmada": [[8.0, 8.0], [10.0, 10.0]]}
+    found = {f.name: f for f in remedy.latency_compare_figures(blocks)}
+    paired = found["reaction latency p50, ours / Karmada (per pair of blocks)"]
+    assert paired.samples == (11.0 / 8.0, 5.0 / 10.0) and paired.verdict == "recorded"
+    assert found["reaction latency p50, ours, schema without remedyActionSources / Karmada "
+                 "(per pair of blocks)"].samples == (6.0 / 8.0, 12.0 / 10.0)
+    workload = remedy_workload.Workload.build(70, 8)
+    runs = {"ours": [run(1, (2.0, 4.0), 50), run(1, (1.0,), 50)],
+            "ours-no-sources": [run(1, (2.0,), 50), run(1, (2.0,), 50)],
+            "karmada": [run(1, (2.0,), 50), run(1, (4.0,), 50)]}
+    rows = {f.name.split(": ", 1)[1]: f for f in remedy.compare_figures(
+        remedy.Scale(1000, 100), workload, runs)}
+    assert rows["change convergence, ours / Karmada (per pair of rounds)"].samples == (1.5, 0.25)
+    assert rows["change convergence, ours, schema without remedyActionSources / Karmada "
+                "(per pair of rounds)"].samples == (1.0, 0.5)
+    assert rows["change convergence, ours, schema without remedyActionSources / Karmada "
+                "(medians)"].samples == (2.0 / 3.0,)

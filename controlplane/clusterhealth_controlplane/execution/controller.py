@@ -36,7 +36,12 @@ log = logging.getLogger(__name__)
 CONTROLLER = "execution"
 FIELD_MANAGER = "clusterhealth-execution"
 RETRY_UNREACHABLE = 10.0
-"""Seconds between attempts while a member cannot be reached."""
+"""Seconds between attempts while a member with no Ready condition does not answer."""
+RETRY_NOT_READY = 300.0
+"""Seconds between looks at a Work while its Cluster is not Ready: a backstop only.  The
+Cluster's Ready change queues every Work of it at once (the ``watches`` of the Clusters), so
+a Work need not poll a member that is down (it did every 10 s: 16,465 reconciles of Works
+of one dead member in the window of a 1,000-binding failover)."""
 RETRY_REFUSED = 30.0
 """Seconds between attempts while a member refuses a manifest (or does not serve its kind),
 or while a member object of the same name is another's (conflictResolution Abort)."""
@@ -93,7 +98,7 @@ class ExecutionController(manager.Controller):
             # Cluster's Ready condition and the Work's Applied condition say it already
             log.debug("Work %s: cluster %s is not ready; not syncing it until it is", key,
                       cluster_name)
-            return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
+            return reconcile.Result(requeue_after=RETRY_NOT_READY)
         if not decision.has_finalizer(work):
             await self.api.apply(resources.WORKS, {"metadata": {
                 "name": meta["name"], "namespace": meta["namespace"],
@@ -221,10 +226,15 @@ class ExecutionController(manager.Controller):
 
     # --- deletion -----------------------------------------------------------
 
-    async def _reachable(self, cluster: Mapping[str, Any]) -> bool:
+    async def _reachable(self, cluster: Mapping[str, Any]) -> bool | None:
+        """Whether the member answers: its Ready condition, else a ``/version`` probe.
+
+        None: not Ready (its Ready change queues the Work again); False: no Ready
+        condition and no answer.
+        """
         ready = decision.ready(cluster)
         if ready is not None:
-            return ready
+            return ready or None
         try:
             api = await self.objects.client(cluster)
             await api.request("GET", "/version", timeout=PROBE_TIMEOUT)
@@ -240,13 +250,15 @@ class ExecutionController(manager.Controller):
             return None
         preserve = (work.get("spec") or {}).get("preserveResourcesOnDeletion")
         if cluster is not None and not preserve:
-            if not await self._reachable(cluster):
+            reachable = await self._reachable(cluster)
+            if not reachable:
                 # debug, as in the sync: one line per Work per retry while a member is down
                 # floods the log (500 Works: 50 lines a second); the Cluster's Ready says it
                 log.debug("Work %s/%s: cluster %s unreachable; its objects are deleted (and "
                           "the finalizer removed) once it answers", meta["namespace"],
                           meta["name"], cluster_name)
-                return reconcile.Result(requeue_after=RETRY_UNREACHABLE)
+                return reconcile.Result(requeue_after=RETRY_UNREACHABLE if reachable is False
+                                        else RETRY_NOT_READY)
             await self._delete_objects(work, cluster)
         elif cluster is None:
             log.info("Work %s/%s: cluster %s is gone; nothing left to clean there",

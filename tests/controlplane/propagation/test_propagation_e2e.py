@@ -19,7 +19,7 @@ import testkit
 from clusterhealth_controlplane import vocabulary
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import errors, resources
-from clusterhealth_localenv import environment
+from clusterhealth_localenv import conditions, environment
 
 
 def deployment(name: str, namespace: str, replicas: int) -> dict[str, Any]:
@@ -296,3 +296,49 @@ async def test_an_unreachable_member_keeps_the_finalizer_until_its_cluster_is_go
         await cp.delete(resources.CLUSTERS, name)
         await testkit.eventually(lambda: _gone(cp, name, f"karmada-es-{name}"),
                                  what="Work gone with its Cluster")
+
+
+async def test_a_work_waits_for_its_cluster_to_be_ready_and_follows_the_ready_change(
+        workload_env: environment.LocalEnvironment) -> None:
+    """A not-Ready member is not polled: its Cluster's Ready change queues its Works.
+
+    The Works of a not-Ready Cluster come back only after
+    ``execution.controller.RETRY_NOT_READY`` (300 s) on their own, so a Work applied,
+    and a deleted one cleaned, within 60 s of the change came from the change.
+    """
+    env = workload_env
+    name = testkit.unique("notready")
+    namespace = f"karmada-es-{name}"
+    async with env.client() as cp, env.client("member1") as member, \
+            cpkit.running(cp, ("execution",)):
+        try:
+            await cp.create(resources.CLUSTERS, {
+                "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+                "metadata": {"name": name},
+                "spec": {"apiEndpoint": env.servers["member1"].url, "syncMode": "Push",
+                         "secretRef": {"namespace": "karmada-cluster", "name": "member1"}}})
+            await conditions.set_condition(cp, name, "Ready", "False", manager="test")
+            await ensure_namespace(cp, namespace)
+            await cp.create(resources.WORKS, raw_work(name, name, [configmap(name, "default")]),
+                            namespace=namespace)
+            await asyncio.sleep(3)  # the Work is reconciled at once, and waits
+            assert await cpkit.get_or_none(member, resources.CONFIGMAPS, name, "default") is None
+            await conditions.set_condition(cp, name, "Ready", "True", manager="test")
+            await testkit.eventually(
+                lambda: cpkit.get_or_none(member, resources.CONFIGMAPS, name, "default"),
+                timeout=60, what="the ConfigMap applied once the Cluster is Ready")
+
+            await conditions.set_condition(cp, name, "Ready", "False", manager="test")
+            await asyncio.sleep(1)
+            await cp.delete(resources.WORKS, name, namespace=namespace)
+            await asyncio.sleep(3)  # not Ready: the member's objects stay, and the finalizer
+            assert await cpkit.get_or_none(member, resources.CONFIGMAPS, name, "default")
+            assert not await _gone(cp, name, namespace)
+            await conditions.set_condition(cp, name, "Ready", "True", manager="test")
+            await testkit.eventually(lambda: _gone(cp, name, namespace), timeout=60,
+                                     what="the Work finalized once the Cluster is Ready")
+            assert await cpkit.get_or_none(member, resources.CONFIGMAPS, name, "default") is None
+        finally:
+            await cp.delete(resources.CLUSTERS, name, missing_ok=True)
+            await member.delete(resources.CONFIGMAPS, name, namespace="default",
+                                missing_ok=True)

@@ -127,8 +127,9 @@ WHOLE_OBJECT = "clusterhealth.io/whole-object"
 """Key of the cached Cluster holding the whole Cluster as compact JSON (bytes), without
 ``metadata.managedFields``: what the update is made from (decision 0010).  The update must
 carry the spec and metadata as read: Karmada's aggregated Cluster API stores them as sent
-on a status update.  As bytes, a real member's Cluster (``apiEnablements``, summaries)
-costs about 7.4 KiB; kept as objects its status alone cost about 32 KiB."""
+on a status update.  As bytes, a real member's Cluster (``apiEnablements``, summaries) is
+5,648 bytes, and its cache entry 7.4 KiB in all; kept as objects its status alone cost
+about 32 KiB (decision 0010)."""
 
 
 def _owning_entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ from bench import report, runtime, takeover, usage
 from clusterhealth_core import schema
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
-from clusterhealth_localenv import binaries, environment
+from clusterhealth_localenv import binaries, environment, waiting
 
 SECTION_TITLE = "## Remedy controller (issues 4 and 13)"
 TARGET_CLUSTERS = 1000
@@ -119,7 +119,6 @@ class ClusterSchema:
 
     def __init__(self) -> None:
         self._saved: dict[str, Any] | None = None
-        self._path = ""
 
     async def declare(self, api: kube.ApiClient, sources: bool) -> None:
         crd = await api.get(resources.CRDS, resources.CLUSTERS.crd_name)
@@ -137,13 +136,12 @@ class ClusterSchema:
             self._saved = status["remedyActionSources"]
             await api.patch(resources.CRDS, resources.CLUSTERS.crd_name,
                             [{"op": "remove", "path": path}], patch_type="json")
-        deadline = time.monotonic() + 60
-        while (await schema.discover(api, resources.CLUSTERS)).declares(
-                "status", "remedyActionSources") != sources:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"/openapi/v3 still {'lacks' if sources else 'has'} "
-                                   "remedyActionSources 60 s after the CRD's patch")
-            await asyncio.sleep(0.5)
+        async def published() -> bool:
+            kind = await schema.discover(api, resources.CLUSTERS)
+            return kind.declares("status", "remedyActionSources") == sources
+        await waiting.eventually(published, timeout=60, interval=0.5,
+                                 what=f"/openapi/v3 {'with' if sources else 'without'} "
+                                      "remedyActionSources after the CRD's patch")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

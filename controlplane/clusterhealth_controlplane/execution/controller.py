@@ -226,22 +226,22 @@ class ExecutionController(manager.Controller):
 
     # --- deletion -----------------------------------------------------------
 
-    async def _reachable(self, cluster: Mapping[str, Any]) -> bool | None:
-        """Whether the member answers: its Ready condition, else a ``/version`` probe.
+    async def _unreachable_wait(self, cluster: Mapping[str, Any]) -> float | None:
+        """How long to wait before cleaning the member, or None when it can be cleaned now.
 
-        None: not Ready (its Ready change queues the Work again); False: no Ready
-        condition and no answer.
+        Its Ready condition says; without one, a ``/version`` probe does.  A not-Ready
+        Cluster's Ready change queues the Work again, so only a backstop is needed then.
         """
         ready = decision.ready(cluster)
         if ready is not None:
-            return ready or None
+            return None if ready else RETRY_NOT_READY
         try:
             api = await self.objects.client(cluster)
             await api.request("GET", "/version", timeout=PROBE_TIMEOUT)
         except (errors.KubeError, OSError, TimeoutError) as exc:
             log.info("cluster %s does not answer (%s)", cluster["metadata"]["name"], exc)
-            return False
-        return True
+            return RETRY_UNREACHABLE
+        return None
 
     async def _finalize(self, work: dict[str, Any], cluster_name: str,
                         cluster: Mapping[str, Any] | None) -> reconcile.Result | None:
@@ -250,15 +250,14 @@ class ExecutionController(manager.Controller):
             return None
         preserve = (work.get("spec") or {}).get("preserveResourcesOnDeletion")
         if cluster is not None and not preserve:
-            reachable = await self._reachable(cluster)
-            if not reachable:
+            wait = await self._unreachable_wait(cluster)
+            if wait is not None:
                 # debug, as in the sync: one line per Work per retry while a member is down
                 # floods the log (500 Works: 50 lines a second); the Cluster's Ready says it
                 log.debug("Work %s/%s: cluster %s unreachable; its objects are deleted (and "
                           "the finalizer removed) once it answers", meta["namespace"],
                           meta["name"], cluster_name)
-                return reconcile.Result(requeue_after=RETRY_UNREACHABLE if reachable is False
-                                        else RETRY_NOT_READY)
+                return reconcile.Result(requeue_after=wait)
             await self._delete_objects(work, cluster)
         elif cluster is None:
             log.info("Work %s/%s: cluster %s is gone; nothing left to clean there",

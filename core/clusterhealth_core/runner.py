@@ -22,6 +22,7 @@ import prometheus_client
 
 from clusterhealth_core import (
     buildinfo,
+    collector,
     election,
     events,
     reconcile,
@@ -56,7 +57,9 @@ def main(
 
     ``event_loop`` is the component's default loop (:func:`event_loop_factory`);
     ``CLUSTERHEALTH_EVENT_LOOP`` in the environment overrides it.  ``--version``
-    prints the version and returns 0 before anything else is read.
+    prints the version and returns 0 before anything else is read.  While it
+    serves, the cycle collector's full collections run on a timer
+    (:mod:`clusterhealth_core.collector`).
     """
     arguments = sys.argv[1:] if argv is None else list(argv)
     if "--version" in arguments:
@@ -75,11 +78,16 @@ def main(
     gc.freeze()  # see the note below
     try:
         with asyncio.Runner(loop_factory=loop_factory) as loop_runner:
-            loop_runner.run(serve(parsed))
+            loop_runner.run(_collected_on_a_timer(serve(parsed)))
     except StartupError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+async def _collected_on_a_timer(work: Coroutine[Any, Any, None]) -> None:
+    async with collector.on_a_timer():
+        await work
 
 
 # Why gc.freeze() before serving: the modules, classes and settings made at start-up

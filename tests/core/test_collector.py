@@ -16,7 +16,7 @@ from clusterhealth_core import collector
 
 @pytest.fixture
 def full_collections() -> Iterator[list[int]]:
-    """When (perf counter order) each full collection of this process started."""
+    """One entry per full collection this process starts while the test runs."""
     started: list[int] = []
 
     def seen(phase: str, info: dict[str, Any]) -> None:

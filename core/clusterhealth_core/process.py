@@ -1,6 +1,7 @@
 """Serve a component's process: what every component's ``serve`` does alike, written once.
 
 :func:`serve` makes the registry (:func:`buildinfo.register`), the clock, the
+event loop's lag and the collector's pauses as metrics (:mod:`pauses`), the
 API clients and the health/metrics server, checks that the needed APIs are
 served, and hands them to the component's ``start``, which makes what is its
 own and returns its work; that runs until SIGTERM/SIGINT
@@ -17,7 +18,7 @@ from typing import Any
 
 import prometheus_client
 
-from clusterhealth_core import buildinfo, runner, serving, settings
+from clusterhealth_core import buildinfo, pauses, runner, serving, settings
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import config, resources
@@ -102,6 +103,7 @@ async def serve(process_settings: settings.ProcessSettings, component: Component
     clock = clocks.Clock()
     first = [] if process_settings.credentials is None else [process_settings.credentials]
     async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(pauses.measured(registry, clock))
         clients = [await stack.enter_async_context(kube.ApiClient(
             each, user_agent=component.user_agent, max_connections=component.max_connections,
             http=process_settings.http_library)) for each in [*first, *component.more_clients]]

@@ -182,6 +182,9 @@ class Chain(Protocol):
     def parts(self, env: environment.LocalEnvironment) -> list[processes.ManagedProcess]:
         """The chain's own processes (whose CPU the fleet phase reads)."""
 
+    def metrics_url(self) -> str | None:
+        """The controller manager's ``/metrics`` if it exports its pauses (ours only)."""
+
 
 class Ours:
     """Our controller manager (every controller) and scheduler, as processes."""
@@ -195,6 +198,7 @@ class Ours:
         self.flags = [] if shipped else timers.ours_flags()
         """The controller manager's flags: none as shipped."""
         self.procs: list[processes.ManagedProcess] = []
+        self.urls: dict[str, str] = {}
 
     def toleration(self, timers: Timers) -> int:
         return timers.toleration
@@ -214,6 +218,7 @@ class Ours:
                 env=runtime.child_env())
             proc.start()
             self.procs.append(proc)
+            self.urls[name] = f"http://127.0.0.1:{port}/metrics"
             await processes.wait_answering(proc, f"http://127.0.0.1:{port}/readyz", None, 60.0)
 
     async def stop(self, env: environment.LocalEnvironment, api: kube.ApiClient) -> None:
@@ -228,6 +233,9 @@ class Ours:
 
     def parts(self, env: environment.LocalEnvironment) -> list[processes.ManagedProcess]:
         return list(self.procs)
+
+    def metrics_url(self) -> str | None:
+        return self.urls.get("controlplane")
 
 
 class Karmadas:
@@ -254,6 +262,9 @@ class Karmadas:
         assert env.karmada is not None
         return [p for p in (env.karmada.controller_manager, env.karmada.scheduler,
                             env.karmada.webhook) if p is not None]
+
+    def metrics_url(self) -> str | None:
+        return None
 
 
 # --- objects -------------------------------------------------------------------------------
@@ -666,6 +677,8 @@ class FleetRound:
     """The bench's own requests in that window (its bindings informer's)."""
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
     """Kill -> all Ready: CPU seconds by :data:`CPU_GROUPS`."""
+    pauses: dict[str, usage.Pauses] = dataclasses.field(default_factory=dict)
+    """Ours only: the controller manager's event-loop pauses by :data:`PAUSE_WINDOWS`."""
 
 
 FLEET_MEMBERS = tuple(f"member{i}" for i in range(1, 11))
@@ -795,11 +808,17 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         informers = prometheus_client.CollectorRegistry()
         servers = (cp, clients["aggregated"])
         before = await Reading.take(servers, pids)
+        url = chain.metrics_url()
+        first_seen = asyncio.Event()
         try:
-            async with watching_evictions(cp, count, evicted_at, informers) as all_seen:
+            async with watching_evictions(cp, count, evicted_at, informers,
+                                          first_seen) as all_seen:
+                paused = None if url is None else await asyncio.to_thread(usage.pauses_of, url)
                 await at_kill_phase()
                 began = time.monotonic()
                 await kill_node(env, "member1")
+                at_first = None if url is None else asyncio.create_task(
+                    pauses_after(first_seen, url))
 
                 async def evicted() -> bool:
                     chain.check()
@@ -809,6 +828,11 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
                     return all_seen.is_set()
                 await until(evicted, f"{chain.label}: every binding off member1",
                             interval=0.0, timeout=1800.0)
+                if url is not None and at_first is not None and paused is not None:
+                    result.pauses = {
+                        PAUSE_WINDOWS[0]: (await at_first).since(paused),
+                        PAUSE_WINDOWS[1]: (await asyncio.to_thread(usage.pauses_of, url)
+                                           ).since(paused)}
 
             async def ready() -> bool:
                 total = 0
@@ -842,9 +866,21 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
     return result
 
 
+PAUSE_WINDOWS = ("kill -> first binding off", "kill -> all bindings off")
+"""The windows ours' controller manager's pauses are read over (from just before the kill:
+the bench reads them, then waits for the kill's moment, at most a second)."""
+
+
+async def pauses_after(seen: asyncio.Event, url: str) -> usage.Pauses:
+    """The process's pauses read once ``seen`` is set."""
+    await seen.wait()
+    return await asyncio.to_thread(usage.pauses_of, url)
+
+
 @contextlib.asynccontextmanager
 async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[str, float],
-                             registry: prometheus_client.CollectorRegistry
+                             registry: prometheus_client.CollectorRegistry,
+                             first: asyncio.Event | None = None
                              ) -> AsyncIterator[asyncio.Event]:
     """Stamp each binding (monotonic time) off member1 as its watch event arrives.
 
@@ -854,7 +890,7 @@ async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[st
     stamped (the finish line of both chains).  Listing all bindings again and again
     instead made the API server's answer late under load (issue 22: 28 timed-out lists
     in one round), and a late list stamps late.  Its lists and watches are counted in
-    ``registry`` (:func:`bench_requests`).
+    ``registry`` (:func:`bench_requests`).  ``first`` is set with the first stamp.
     """
     cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE,
                               metrics=informer.InformerMetrics(registry))
@@ -864,6 +900,8 @@ async def watching_evictions(cp: kube.ApiClient, count: int, evicted_at: dict[st
         name = str(obj["metadata"]["name"])
         if event != "DELETED" and name not in evicted_at and "member1" not in targets(obj):
             evicted_at[name] = time.monotonic()
+            if first is not None:
+                first.set()
         if len(evicted_at) >= count:
             done.set()
     cache.add_handler(seen)
@@ -1153,7 +1191,29 @@ def fleet_figures(rounds: Sequence[FleetRound], count: int) -> list[report.Figur
     for chain, label in (("ours", "ours"), ("karmada", "Karmada")):
         figures.append(report.Figure(f"fleet, {label}: eviction rate (first to last)",
                                      _samples(rounds, chain, "rate"), "bindings/s"))
-    return figures + usage_figures(rounds, count)
+    return figures + usage_figures(rounds, count) + pause_figures(rounds)
+
+
+def pause_figures(rounds: Sequence[FleetRound]) -> list[report.Figure]:
+    """What held ours' controller manager's event loop in each window (Karmada's is Go)."""
+    figures = []
+    for window in PAUSE_WINDOWS:
+        read = [r.pauses[window] for r in rounds if r.chain == "ours" and window in r.pauses]
+        if not read:
+            continue
+        who = f"fleet, ours' controller manager ({window})"
+        figures += [
+            report.Figure(f"{who}: event-loop lags over 0.1 s",
+                          tuple(float(p.over(0.1)) for p in read), "lags"),
+            report.Figure(f"{who}: event-loop lags over 0.25 s",
+                          tuple(float(p.over(0.25)) for p in read), "lags"),
+            report.Figure(f"{who}: the longest event-loop lag, at most",
+                          tuple(p.longest() for p in read), "s"),
+            report.Figure(f"{who}: full collections", tuple(p.full_collections for p in read),
+                          "collections"),
+            report.Figure(f"{who}: seconds in the cycle collector (every generation)",
+                          tuple(p.collection_seconds for p in read), "s")]
+    return figures
 
 
 WINDOW = "kill -> all Ready"

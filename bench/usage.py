@@ -1,6 +1,7 @@
 """What a step of a benchmark cost: the requests an API server counted, the CPU processes used.
 
-Both are read before and after the step and subtracted.  Requests come from the
+Both are read before and after the step and subtracted, as are our processes'
+event-loop pauses (:class:`Pauses`: what held the loop in the step).  Requests come from the
 API server's ``apiserver_request_total`` (``/metrics``), keyed ``VERB
 resource[/subresource]``; CPU seconds from ``/proc/PID/stat`` (user plus system
 time of the process and its threads, its children excluded).  ``bench.remedy``
@@ -9,11 +10,16 @@ reads them over a change of a Remedy, ``bench.failover_peer`` over a failover.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import pathlib
 import re
+import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Mapping
+
+from prometheus_client import parser
 
 from clusterhealth_core.kube import client as kube
 
@@ -88,3 +94,58 @@ def cpu_used(before: Mapping[int, float], after: Mapping[int, float]) -> float:
     """
     return sum(after[pid] - start for pid, start in before.items()
                if pid in after and after[pid] >= start)
+
+
+LAG = "clusterhealth_event_loop_lag_seconds"
+GC_PAUSE = "clusterhealth_gc_pause_seconds"
+
+
+@dataclasses.dataclass(frozen=True)
+class Pauses:
+    """One of our processes' pause histograms (``clusterhealth_core.pauses``), or a difference."""
+
+    lags: Mapping[float, float]
+    """Event-loop lags no longer than each bucket's bound (cumulative, ``+Inf`` included)."""
+    full_collections: float = 0.0
+    full_collection_seconds: float = 0.0
+    collection_seconds: float = 0.0
+    """Every generation's collections."""
+
+    def over(self, bound: float) -> int:
+        """Lags longer than ``bound`` (a bucket's bound)."""
+        return int(self.lags.get(math.inf, 0.0) - self.lags.get(bound, 0.0))
+
+    def longest(self) -> float:
+        """The bound the longest lag is within (0 when none was sampled)."""
+        total = self.lags.get(math.inf, 0.0)
+        return min((le for le, n in self.lags.items() if n >= total), default=0.0) if total \
+            else 0.0
+
+    def since(self, before: Pauses) -> Pauses:
+        return Pauses({le: n - before.lags.get(le, 0.0) for le, n in self.lags.items()},
+                      self.full_collections - before.full_collections,
+                      self.full_collection_seconds - before.full_collection_seconds,
+                      self.collection_seconds - before.collection_seconds)
+
+
+def parse_pauses(text: str) -> Pauses:
+    """The pause histograms of a ``/metrics`` text (empty when the process has none)."""
+    lags: dict[float, float] = {}
+    full = full_seconds = seconds = 0.0
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{LAG}_bucket":
+                lags[float(sample.labels["le"])] = sample.value
+            elif sample.name == f"{GC_PAUSE}_sum":
+                seconds += sample.value
+                if sample.labels.get("generation") == "2":
+                    full_seconds = sample.value
+            elif sample.name == f"{GC_PAUSE}_count" and sample.labels.get("generation") == "2":
+                full = sample.value
+    return Pauses(lags, full, full_seconds, seconds)
+
+
+def pauses_of(url: str) -> Pauses:
+    """A process's pauses now, from its ``/metrics`` ``url`` (blocking)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return parse_pauses(response.read().decode())

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import prometheus_client
 import pytest
 from bench import failover_peer, usage
+
+from clusterhealth_core import pauses
 
 METRICS = """\
 # HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out by verb...
@@ -104,3 +107,48 @@ def test_every_kill_falls_at_the_same_place_in_its_second(now: float, wait: floa
     assert failover_peer.until_kill_phase(now) == pytest.approx(wait)
     assert (now + failover_peer.until_kill_phase(now)) % 1.0 == pytest.approx(
         failover_peer.KILL_PHASE)
+
+
+def _pauses_text(lags: list[float], full_collections: list[float]) -> str:
+    """The ``/metrics`` text of a process whose pause histograms saw these values."""
+    registry = prometheus_client.CollectorRegistry()
+    metrics = pauses.PauseMetrics(registry)
+    for lag in lags:
+        metrics.lag.observe(lag)
+    for seconds in full_collections:
+        metrics.gc.labels(generation="2").observe(seconds)
+    metrics.gc.labels(generation="0").observe(0.002)
+    return prometheus_client.generate_latest(registry).decode()
+
+
+def test_pauses_between_two_readings() -> None:
+    before = usage.parse_pauses(_pauses_text([0.01, 0.3], [0.2]))
+    after = usage.parse_pauses(_pauses_text([0.01, 0.3, 0.02, 0.12, 0.6, 0.004], [0.2, 0.4]))
+    window = after.since(before)
+    assert window.over(0.1) == 2 and window.over(0.25) == 1
+    assert window.longest() == 1.0  # 0.6 s: within the 1 s bucket
+    assert window.full_collections == 1
+    assert window.full_collection_seconds == pytest.approx(0.4)
+    assert window.collection_seconds == pytest.approx(0.4)
+    quiet = usage.parse_pauses(_pauses_text([0.01], [])).since(
+        usage.parse_pauses(_pauses_text([0.01], [])))
+    assert quiet.over(0.1) == 0 and quiet.longest() == 0.0
+
+
+def test_a_process_without_the_histograms_reads_as_no_pauses() -> None:
+    nothing = usage.parse_pauses(METRICS)
+    assert nothing.over(0.1) == 0 and nothing.longest() == 0.0
+    assert nothing.full_collections == 0
+
+
+def test_pause_figures_are_ours_alone() -> None:
+    window = usage.parse_pauses(_pauses_text([0.3], [0.2]))
+    rounds = [failover_peer.FleetRound("ours", pauses=dict.fromkeys(
+                  failover_peer.PAUSE_WINDOWS, window)),
+              failover_peer.FleetRound("karmada")]
+    figures = {f.name: f.samples for f in failover_peer.pause_figures(rounds)}
+    first = "fleet, ours' controller manager (kill -> first binding off)"
+    assert figures[f"{first}: event-loop lags over 0.1 s"] == (1.0,)
+    assert figures[f"{first}: full collections"] == (1.0,)
+    assert len(figures) == 10
+    assert failover_peer.pause_figures([failover_peer.FleetRound("karmada")]) == []

@@ -11,7 +11,8 @@
   Clusters (requests of kind ``Cluster``).  Both queues are declared with the
   core's builder (the eviction queue is fed by the first one alone).
 * Queue ``taintManager-eviction`` (``--eviction-workers``, so at most that
-  many writes at once): each eviction first waits for the :class:`Pacer`
+  many writes at once, after a slow start: :mod:`.slowstart`): each eviction
+  first waits for the :class:`Pacer`
   (``--eviction-rate``, or ``--secondary-eviction-rate`` while the storm
   guard holds; 0 there stops it until the guard lifts), then decides again
   from the caches (a taint removed meanwhile cancels it) and writes the
@@ -44,7 +45,7 @@ import prometheus_client
 
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import controller as binding_io
-from clusterhealth_controlplane.taintmanager import decision
+from clusterhealth_controlplane.taintmanager import decision, slowstart
 from clusterhealth_core import builder, reconcile, status
 from clusterhealth_core import clock as clocks
 from clusterhealth_core.api import meta
@@ -229,6 +230,7 @@ class TaintManager(manager.Controller):
         self.on_cluster = builder.Index(builder.Request.of, decision.targets)
         """Cluster name -> the bindings targeting it."""
         self.due = Due(self.metrics.eviction_queue_depth)
+        self.slow_start = slowstart.SlowStart(self.options.workers, context.term.clock)
         self.controller = (
             builder.Builder(CONTROLLER, context.term, workers=context.workers)
             .watches(self.clusters, self._on_cluster)
@@ -322,7 +324,8 @@ class TaintManager(manager.Controller):
                     self.controller.enqueue(key)
                 return
             try:
-                await self._evict(resource, binding, found, since)
+                async with self.slow_start.slot(neutral=(errors.Conflict, errors.NotFound)):
+                    await self._evict(resource, binding, found, since)
                 return
             except errors.Conflict:
                 if attempt == CONFLICT_ATTEMPTS - 1:

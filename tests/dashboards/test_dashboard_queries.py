@@ -23,6 +23,7 @@ LEADER = 'instance="10.0.1.1:10357", job="controlplane"'
 FORMER = 'instance="10.0.1.2:10357", job="controlplane"'
 REMEDY = 'instance="10.0.2.1:10359", job="remedy"'
 MCI = 'instance="10.0.3.1:10360", job="mci"'
+SCHEDULER = 'instance="10.0.1.3:10351", job="scheduler"'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +109,23 @@ CASES = [
         (f'clusterhealth_cluster_ready{{{LEADER}, cluster="member1", status="True"}}', "0x60"),
         (f"clusterhealth_controlplane_is_leader{{{LEADER}}}", "1x60"),
     ], [("{}", 0)]),  # none Ready: 0, not "no data"
+    # p99 per component over its replicas, joined to build_info; an agent's lags left out
+    Case("controlplane", "Event loop held (p99 lag)", [
+        *[(f'clusterhealth_event_loop_lag_seconds_bucket{{{target}, le="{le}"}}',
+           f"0+{per}x60")
+          for target, counts in ((LEADER, (0, 150, 150, 150)), (FORMER, (150, 150, 150, 150)),
+                                 (SCHEDULER, (0, 0, 150, 150)), (AGENT_A, (0, 0, 0, 150)))
+          for le, per in zip(("0.05", "0.1", "0.25", "+Inf"), counts, strict=True)],
+        *[(f'clusterhealth_build_info{{{target}, component="{component}", version="0.1.0", '
+           'python_version="3.11.2"}', "1x60")
+          for target, component in ((LEADER, "controlplane"), (FORMER, "controlplane"),
+                                    (SCHEDULER, "scheduler"), (AGENT_A, "agent"))],
+    ], [
+        # (0.05, 0.1]: rank 297 of 300, 147 of its 150 -> 0.05 + 0.98 * 0.05
+        ('{component="controlplane"}', 0.099),
+        # (0.1, 0.25]: rank 148.5 of 150 -> 0.1 + 0.99 * 0.15
+        ('{component="scheduler"}', 0.2485),
+    ]),
     Case("remedy", "Clusters acted on, per Remedy", [
         (f'clusterhealth_remedy_action_sources{{{REMEDY}, cluster="{cluster}", '
          f'action="{action}", remedy="{remedy}"}}', "1x60")

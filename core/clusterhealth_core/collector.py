@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 120.0
 """Seconds between two full collections."""
+NOTED = 0.1
+"""A timed full collection this long or longer is logged at INFO (shorter ones at DEBUG),
+so that a late write in the log can be matched with it."""
 NEVER = 2**31 - 1
 """A threshold for the oldest generation that its counter does not reach (one count per
 collection of the middle generation)."""
@@ -52,8 +55,10 @@ async def collect_every(interval: float, clock: clocks.Clock,
         await clock.sleep(interval)
         started = clock.monotonic()
         freed = collect(2)
-        log.debug("full collection: %d unreachable objects, %.3f s", freed,
-                  clock.monotonic() - started)
+        took = clock.monotonic() - started
+        log.log(logging.INFO if took >= NOTED else logging.DEBUG,
+                "full collection: %d unreachable objects, the event loop held %.3f s",
+                freed, took)
 
 
 @contextlib.asynccontextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -105,3 +106,30 @@ async def test_old_cycles_wait_for_the_timed_collection() -> None:
         await clocks.Clock().sleep(1.5)
         assert freed == ["a"]
     assert len(kept) == 200_000
+
+
+class _TimedClock(_SteppedClock):
+    """A stepped clock whose monotonic time the collection moves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at = 0.0
+
+    def monotonic(self) -> float:
+        return self.at
+
+
+async def test_a_long_collection_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    clock = _TimedClock()
+    takes = iter([0.25, 0.01])
+
+    def collect(generation: int) -> int:
+        clock.at += next(takes)
+        return 7
+    with caplog.at_level(logging.INFO, logger=collector.__name__):
+        async with collector.on_a_timer(interval=120.0, clock=clock, collect=collect):
+            for _ in range(2):
+                clock.ticks.put_nowait(None)
+                await _settle()
+    assert [r.getMessage() for r in caplog.records] == [
+        "full collection: 7 unreachable objects, the event loop held 0.250 s"]

@@ -204,9 +204,12 @@ async def test_the_agent_s_dns_condition_and_a_policy(
                 await condition(api, name, DNS, "True", manager=AGENT_MANAGER,
                                 reason="ResolutionSucceeded")
                 await until(api, name, [])
-                assert sample(running, "clusterhealth_cluster_taint_changes_total",
-                              {"key": DNS_TAINT, "effect": "NoExecute",
-                               "change": "removed"}) == 1
+                # counted once the write's answer is back, which may come after the API
+                # server already shows the change to this test's read
+                assert await waiting.eventually(lambda: sample(
+                    running, "clusterhealth_cluster_taint_changes_total",
+                    {"key": DNS_TAINT, "effect": "NoExecute", "change": "removed"}) == 1,
+                    timeout=20)
         finally:
             await api.delete(resources.CLUSTER_TAINT_POLICIES, policy_name, missing_ok=True)
 

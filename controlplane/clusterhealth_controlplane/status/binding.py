@@ -58,6 +58,7 @@ class BindingStatusController(manager.Controller):
         self.templates = manager.Templates(context)
         self.races = status.LostRaces()
         """Bindings whose status write met a newer one (tried again from the cache)."""
+        self.sent = SentTemplateStatuses()
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
@@ -126,15 +127,50 @@ class BindingStatusController(manager.Controller):
             return reconcile.Result(requeue_after=SYNC_POLL if cache.loading_for() < SYNC_TIMEOUT
                                     else RETRY_UNREADABLE)
         namespace = str(reference.get("namespace") or "")
-        template = cache.store.get(f"{namespace}/{reference.get('name')}")
+        key = f"{namespace}/{reference.get('name')}"
+        template = cache.store.get(key)
         if template is None or template["metadata"].get("deletionTimestamp"):
+            self.sent.forget(key)
             return None
         wanted = decision.deployment_status(template, items)
-        if not decision.template_status_changed(template, wanted):
+        if not self.sent.needed(key, template, wanted):
             return None
         with contextlib.suppress(errors.NotFound):
             await self.api.apply(resource, {"metadata": {"name": template["metadata"]["name"],
                                                          "namespace": namespace},
                                             "status": wanted},
                                  field_manager=FIELD_MANAGER, subresource="status")
+        self.sent.wrote(key, wanted)
         return None
+
+
+class SentTemplateStatuses:
+    """The template status last written, per template, until the template cache shows it.
+
+    The cache may not have caught up with our own last write: the template's
+    status went A -> B (written) -> A again (a member's Deployment edited by
+    hand, then put back).  Compared with a cache still showing A, the second
+    A looked written already and was skipped; B then arrived in the cache and
+    stayed, since the template's own events queue nothing here.  So until the
+    cache shows the last write, ``wanted`` is compared with that write.
+    """
+
+    def __init__(self) -> None:
+        self._sent: dict[str, dict[str, Any]] = {}
+
+    def needed(self, key: str, template: dict[str, Any], wanted: dict[str, Any]) -> bool:
+        """Whether ``wanted`` must be written to the template ``key`` (cached as ``template``)."""
+        sent = self._sent.get(key)
+        if sent is not None and not decision.template_status_changed(template, sent):
+            del self._sent[key]  # the cache shows our last write: it is current again
+            sent = None
+        shown = template if sent is None else {"status": sent}
+        return decision.template_status_changed(shown, wanted)
+
+    def wrote(self, key: str, status: dict[str, Any]) -> None:
+        """``status`` was written to the template ``key``."""
+        self._sent[key] = status
+
+    def forget(self, key: str) -> None:
+        """The template is gone."""
+        self._sent.pop(key, None)

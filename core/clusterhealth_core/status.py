@@ -21,6 +21,7 @@ from typing import Any
 
 import prometheus_client
 
+from clusterhealth_core import clock as clocks
 from clusterhealth_core import schema
 from clusterhealth_core.api import meta
 from clusterhealth_core.kube import client as kube
@@ -36,6 +37,8 @@ A fixed, short pause lets a writer in a tight loop starve another: the one that
 loses keeps re-reading just before the winner's next write.  Doubling gives
 the loser a window (about 4 s over all attempts at most)."""
 CONFLICT_PAUSE_MAX = 1.0
+UNSEEN_HORIZON = 60.0
+"""Seconds after which a status write is taken as seen by the writer's informer."""
 
 
 def live_conditions(obj: Mapping[str, Any]) -> tuple[meta.Condition, ...]:
@@ -366,8 +369,8 @@ class LostRaces:
 
     async def write(self, writer: StatusWriter, key: object, name: str,
                     status: Mapping[str, Any], *, namespace: str | None,
-                    cached: Mapping[str, Any] | None, update: bool = False) -> bool:
-        """``writer.write`` from ``cached``; False: it lost the race, try again from the cache.
+                    cached: Mapping[str, Any] | None, update: bool = False) -> Won | None:
+        """``writer.write`` from ``cached``; None: it lost the race, try again from the cache.
 
         ``update``: :meth:`StatusWriter.update` instead (``cached`` then is the
         whole object).  A write that read the server and lost all the same raises
@@ -376,21 +379,106 @@ class LostRaces:
         reread = self.reread(key, cached)
         try:
             if update and cached is not None:
-                await writer.update(name, status, namespace=namespace, cached=cached,
-                                    reread=reread)
+                written = await writer.update(name, status, namespace=namespace, cached=cached,
+                                              reread=reread)
             else:
-                await writer.write(name, status, namespace=namespace, cached=cached,
-                                   reread=reread)
+                written = await writer.write(name, status, namespace=namespace, cached=cached,
+                                             reread=reread)
         except errors.Conflict:
             if reread:
                 raise
             self.lost(key, cached)
-            return False
+            return None
         except errors.NotFound:
             self.forget(key)
             raise
         self.forget(key)
-        return True
+        return Won(written)
+
+
+@dataclasses.dataclass(frozen=True)
+class Won:
+    """A status write that did not lose its race (:meth:`LostRaces.write`)."""
+
+    written: dict[str, Any] | None
+    """The object as the server answered, or None (nothing writable, or already gone)."""
+
+
+class UnseenWrites:
+    """What a controller last wrote to each object's status, until its informer shows it.
+
+    A controller that skips a write because its informer's copy already holds
+    the wanted status can skip the wrong one, when that copy has not caught up
+    with the controller's own last write: the status went A -> B (written) ->
+    A again; the second A, compared with a copy still showing A, looks written
+    already; then B reaches the copy and stays, because nothing queues the
+    object again (a controller's own status writes are not its triggers).  So
+    until the informer holds the write, the wanted status is compared with what
+    was written.  The informer holds it once its copy's ``resourceVersion`` is
+    at least the write's (the API server's versions are etcd's revisions:
+    numbers that only grow), or, where a version is not a number, once the copy
+    shows every field written.  Keyed by any hashable name of the object; one
+    per controller.
+
+    A write is also taken as seen ``horizon`` seconds after it was made: an
+    informer delivers its events within seconds, and an object that is never
+    looked at again (deleted, its deletion not queued) must not be remembered
+    for ever.
+    """
+
+    def __init__(self, clock: clocks.Clock, *, horizon: float = UNSEEN_HORIZON) -> None:
+        self.clock = clock
+        self.horizon = horizon
+        self._written: dict[object, tuple[float, int | None, dict[str, Any]]] = {}
+        """By key, oldest write first: when written, its version, the fields as written."""
+
+    def status(self, key: object, cached: Mapping[str, Any]) -> dict[str, Any]:
+        """The status to compare a wanted one with: ``cached``'s, or the last write over it."""
+        current = dict(cached.get("status") or {})
+        self._expire()
+        entry = self._written.get(key)
+        if entry is None:
+            return current
+        _, version, fields = entry
+        cached_version = _number(_version(cached))
+        if (cached_version >= version if version is not None and cached_version is not None
+                else all(current.get(field) == value for field, value in fields.items())):
+            del self._written[key]  # the informer holds the write: it is current again
+            return current
+        return {**current, **fields}
+
+    def wrote(self, key: object, fields: Mapping[str, Any],
+              written: Mapping[str, Any] | None) -> None:
+        """``fields`` were written to ``key``'s status; ``written``: the server's answer.
+
+        The answer's values of those fields are kept (what the informer will show:
+        another writer's conditions merged in, a field the schema prunes left out);
+        without an answer, ``fields`` as sent.
+        """
+        answer = None if written is None else written.get("status")
+        shown = dict(fields) if answer is None else {field: answer.get(field) for field in fields}
+        self._written.pop(key, None)  # to the end: the dict stays ordered by time
+        self._written[key] = (self.clock.monotonic(), _number(_version(written)), shown)
+        self._expire()
+
+    def forget(self, key: object) -> None:
+        """``key`` is gone."""
+        self._written.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._written)
+
+    def _expire(self) -> None:
+        oldest = self.clock.monotonic() - self.horizon
+        while self._written:
+            key, (when, _, _) = next(iter(self._written.items()))
+            if when > oldest:
+                return
+            del self._written[key]
+
+
+def _number(version: str | None) -> int | None:
+    return int(version) if version is not None and version.isdigit() else None
 
 
 def _version(obj: Mapping[str, Any] | None) -> str | None:

@@ -162,13 +162,13 @@ class StatusWrites:
             except asyncio.CancelledError:
                 raise
             except kube_errors.NotFound:
-                written = True  # deleted meanwhile: nothing to write
+                written = status.Won(None)  # deleted meanwhile: nothing to write
             except Exception as exc:  # anything, a Conflict after a read too: keep it, retry
                 self._retry(key, pending, exc)
                 continue
             finally:
                 self._writing.discard(key)
-            if not written:  # the informer may hold the newer binding by the next try
+            if written is None:  # the informer may hold the newer binding by the next try
                 pending.not_before = self.clock.monotonic() + CONFLICT_RETRY
                 continue
             if self.pending.get(key) is pending and pending.desired is desired:

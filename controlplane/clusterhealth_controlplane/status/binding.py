@@ -10,8 +10,10 @@ atomic, the writer merges its condition into the live list, through
 :class:`clusterhealth_core.status.StatusWriter`), and, for a Deployment, writes
 the members' summed status to the template's status subresource in the
 control plane.
-Writes happen only when something changed.  Re-queued when a Work of the
-binding changes and when the binding's spec changes.
+Writes happen only when something changed: compared with the cached binding and
+template, or with this controller's last write to them while the cache has not
+shown it yet (:class:`clusterhealth_core.status.UnseenWrites`).  Re-queued when a
+Work of the binding changes and when the binding's spec changes.
 
 A binding status write starts from the cached binding.  When that copy is stale (a
 failover writes the binding's spec three times in a few seconds: eviction, placement,
@@ -23,7 +25,6 @@ Conflict was one ``GET`` per failed-over binding.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
@@ -58,7 +59,10 @@ class BindingStatusController(manager.Controller):
         self.templates = manager.Templates(context)
         self.races = status.LostRaces()
         """Bindings whose status write met a newer one (tried again from the cache)."""
-        self.sent = SentTemplateStatuses()
+        self.unseen = status.UnseenWrites(self.term.clock)
+        """The binding statuses last written, until the binding cache shows them."""
+        self.unseen_templates = status.UnseenWrites(self.term.clock)
+        """The template statuses last written, until the template cache shows them."""
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.bindings.informers, builder.not_deleted, builder.SPEC)
@@ -74,6 +78,7 @@ class BindingStatusController(manager.Controller):
         found = self.bindings.get(ref)
         if found is None or found["metadata"].get("deletionTimestamp"):
             self.races.forget(ref)
+            self.unseen.forget(ref)
             return None
         works: dict[str, dict[str, Any]] = {}
         for work_key in sorted(self.index.on(request)):
@@ -95,7 +100,7 @@ class BindingStatusController(manager.Controller):
                              items: list[dict[str, Any]], refused: binding.Refusal | None
                              ) -> bool:
         """Write the binding's status if it changed; False: the cached binding was stale."""
-        current = found.get("status") or {}
+        current = self.unseen.status(ref, found)
         conditions = current.get("conditions") or []
         condition = vocabulary.keep_transition(
             decision.fully_applied(found, items, self.term.clock.now(),
@@ -108,13 +113,17 @@ class BindingStatusController(manager.Controller):
             return True
         target = resources.CLUSTER_RESOURCE_BINDINGS if ref.cluster_scoped \
             else resources.RESOURCE_BINDINGS
+        fields = {"aggregatedStatus": items, "conditions": [condition]}
         try:  # a Conflict after reading the server too is raised: retried with backoff
-            return await self.races.write(
-                self.controller.writer(target), ref, ref.name,
-                {"aggregatedStatus": items, "conditions": [condition]},
-                namespace=ref.namespace or None, cached=found)
+            won = await self.races.write(self.controller.writer(target), ref, ref.name, fields,
+                                         namespace=ref.namespace or None, cached=found)
         except errors.NotFound:
+            self.unseen.forget(ref)
             return True
+        if won is None:
+            return False
+        self.unseen.wrote(ref, fields, won.written)
+        return True
 
     async def _write_template(self, found: dict[str, Any], items: list[dict[str, Any]]
                               ) -> reconcile.Result | None:
@@ -130,47 +139,20 @@ class BindingStatusController(manager.Controller):
         key = f"{namespace}/{reference.get('name')}"
         template = cache.store.get(key)
         if template is None or template["metadata"].get("deletionTimestamp"):
-            self.sent.forget(key)
+            self.unseen_templates.forget(key)
             return None
         wanted = decision.deployment_status(template, items)
-        if not self.sent.needed(key, template, wanted):
+        shown = {"status": self.unseen_templates.status(key, template)}
+        if not decision.template_status_changed(shown, wanted):
             return None
-        with contextlib.suppress(errors.NotFound):
-            await self.api.apply(resource, {"metadata": {"name": template["metadata"]["name"],
-                                                         "namespace": namespace},
-                                            "status": wanted},
-                                 field_manager=FIELD_MANAGER, subresource="status")
-        self.sent.wrote(key, wanted)
+        try:
+            written = await self.api.apply(
+                resource, {"metadata": {"name": template["metadata"]["name"],
+                                        "namespace": namespace}, "status": wanted},
+                field_manager=FIELD_MANAGER, subresource="status")
+        except errors.NotFound:
+            self.unseen_templates.forget(key)
+            return None
+        self.unseen_templates.wrote(key, wanted, written)
         return None
 
-
-class SentTemplateStatuses:
-    """The template status last written, per template, until the template cache shows it.
-
-    The cache may not have caught up with our own last write: the template's
-    status went A -> B (written) -> A again (a member's Deployment edited by
-    hand, then put back).  Compared with a cache still showing A, the second
-    A looked written already and was skipped; B then arrived in the cache and
-    stayed, since the template's own events queue nothing here.  So until the
-    cache shows the last write, ``wanted`` is compared with that write.
-    """
-
-    def __init__(self) -> None:
-        self._sent: dict[str, dict[str, Any]] = {}
-
-    def needed(self, key: str, template: dict[str, Any], wanted: dict[str, Any]) -> bool:
-        """Whether ``wanted`` must be written to the template ``key`` (cached as ``template``)."""
-        sent = self._sent.get(key)
-        if sent is not None and not decision.template_status_changed(template, sent):
-            del self._sent[key]  # the cache shows our last write: it is current again
-            sent = None
-        shown = template if sent is None else {"status": sent}
-        return decision.template_status_changed(shown, wanted)
-
-    def wrote(self, key: str, status: dict[str, Any]) -> None:
-        """``status`` was written to the template ``key``."""
-        self._sent[key] = status
-
-    def forget(self, key: str) -> None:
-        """The template is gone."""
-        self._sent.pop(key, None)

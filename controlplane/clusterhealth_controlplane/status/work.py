@@ -6,8 +6,12 @@ controller, which watches the objects Works applied), and writes one
 ``manifestStatuses`` entry per object that exists and is the Work's:
 identifier, reflected status and health (see :mod:`.decision`).  It writes
 only when that list changed, as ``clusterhealth-work-status``, so the
-execution controller's ``Applied`` condition is never touched.  Re-queued
-when a Work's spec changes and whenever a watched member object changes.
+execution controller's ``Applied`` condition is never touched.  "Changed" is
+judged against the cached Work, or against this controller's last write while
+the cache has not shown it (:class:`clusterhealth_core.status.UnseenWrites`: its
+own writes do not queue the Work again, so a list put back while the cache lags
+must not be taken as written).  Re-queued when a Work's spec changes and
+whenever a watched member object changes.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class WorkStatusController(manager.Controller):
     def __init__(self, context: manager.Context) -> None:
         super().__init__(context)
         self.objects: members.MemberKinds = context.member_objects
+        self.unseen = status.UnseenWrites(self.term.clock)
+        """The ``manifestStatuses`` last written, until the Work cache shows them."""
         self.controller = (
             builder.Builder(CONTROLLER, self.term, workers=context.workers)
             .for_(self.works, builder.not_deleted, builder.changed(_work_carried))
@@ -48,6 +54,7 @@ class WorkStatusController(manager.Controller):
         """Write the Work's ``manifestStatuses`` from its member objects."""
         work = self.works.store.get(request.key)
         if work is None or work["metadata"].get("deletionTimestamp"):
+            self.unseen.forget(request.key)
             return None
         namespace, name = str(work["metadata"]["namespace"]), str(work["metadata"]["name"])
         cluster_name = vocabulary.cluster_of(namespace)
@@ -77,12 +84,16 @@ class WorkStatusController(manager.Controller):
             entries.append(decision.manifest_status(
                 ordinal, resource.group, resource.version, resource.kind, resource.plural,
                 obj_namespace, str(meta.get("name")), obj))
-        if entries == ((work.get("status") or {}).get("manifestStatuses") or []):
+        if entries == (self.unseen.status(request.key, work).get("manifestStatuses") or []):
             return None
-        with contextlib.suppress(errors.NotFound):
-            await status.apply_status(self.api, resources.WORKS, name,
-                                      {"manifestStatuses": entries},
-                                      field_manager=FIELD_MANAGER, namespace=namespace)
+        fields = {"manifestStatuses": entries}
+        try:
+            written = await status.apply_status(self.api, resources.WORKS, name, fields,
+                                                field_manager=FIELD_MANAGER, namespace=namespace)
+        except errors.NotFound:
+            self.unseen.forget(request.key)
+            return None
+        self.unseen.wrote(request.key, fields, written)
         return None
 
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from clusterhealth_controlplane import vocabulary
-from clusterhealth_controlplane.status import binding as binding_status
 from clusterhealth_controlplane.status import decision
 
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
@@ -206,37 +205,3 @@ def test_a_binding_of_100_long_errors_stays_small() -> None:
     items = decision.aggregated_status(works)
     assert len(items) == 100
     assert len(json.dumps(items, ensure_ascii=False).encode()) < 600 * 1024
-
-
-def _template(replicas: int, generation: int = 4) -> dict[str, Any]:
-    counts = dict.fromkeys(decision.DEPLOYMENT_COUNTS, replicas)
-    return {"metadata": {"generation": generation},
-            "status": {**counts, "observedGeneration": generation}}
-
-
-def test_a_template_status_put_back_is_written_though_the_cache_has_not_caught_up() -> None:
-    """3 -> 6 (written) -> 3 while the cache still shows 3: the second 3 is written too."""
-    sent = binding_status.SentTemplateStatuses()
-    three, six = _template(3), _template(6)
-    assert not sent.needed("ns/web", three, three["status"])
-    assert sent.needed("ns/web", three, six["status"])
-    sent.wrote("ns/web", six["status"])
-    # the cache has not shown the 6 yet; the members are back at 3
-    assert sent.needed("ns/web", three, three["status"])
-    sent.wrote("ns/web", three["status"])
-    # the 6 arrives in the cache, then the 3: nothing more to write
-    assert not sent.needed("ns/web", six, three["status"])
-    assert not sent.needed("ns/web", three, three["status"])
-    # once the cache showed the last write, it is trusted again
-    assert sent.needed("ns/web", three, six["status"])
-
-
-def test_a_write_the_cache_shows_is_forgotten() -> None:
-    sent = binding_status.SentTemplateStatuses()
-    three, six = _template(3), _template(6)
-    sent.wrote("ns/web", six["status"])
-    assert not sent.needed("ns/web", six, six["status"])  # shown: forgotten
-    assert sent.needed("ns/web", six, three["status"])
-    sent.wrote("ns/web", three["status"])
-    sent.forget("ns/web")  # the template went
-    assert not sent.needed("ns/web", three, three["status"])

@@ -810,6 +810,7 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         before = await Reading.take(servers, pids)
         url = chain.metrics_url()
         first_seen = asyncio.Event()
+        at_first: asyncio.Task[usage.Pauses] | None = None
         try:
             async with watching_evictions(cp, count, evicted_at, informers,
                                           first_seen) as all_seen:
@@ -828,7 +829,8 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
                     return all_seen.is_set()
                 await until(evicted, f"{chain.label}: every binding off member1",
                             interval=0.0, timeout=1800.0)
-                if url is not None and at_first is not None and paused is not None:
+                if at_first is not None and paused is not None:  # both read ours' /metrics
+                    assert url is not None
                     result.pauses = {
                         PAUSE_WINDOWS[0]: (await at_first).since(paused),
                         PAUSE_WINDOWS[1]: (await asyncio.to_thread(usage.pauses_of, url)
@@ -846,6 +848,9 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             window_usage(result, before, await Reading.take(servers, pids),
                          bench_requests(informers))
         finally:
+            if at_first is not None:
+                at_first.cancel()  # a round that failed before the first binding went off
+                await asyncio.gather(at_first, return_exceptions=True)
             await restart_node(env, "member1")
         back = time.monotonic()
         times = sorted(at - began for at in evicted_at.values())

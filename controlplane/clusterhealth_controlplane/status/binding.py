@@ -25,8 +25,9 @@ Conflict was one ``GET`` per failed-over binding.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
@@ -47,6 +48,10 @@ CONFLICT_REQUEUE = 0.1
 """Seconds before a binding whose status write met a newer binding is reconciled again."""
 STATUS_FIELDS = frozenset({"aggregatedStatus", "conditions"})
 """The binding status fields this controller owns (its condition: ``FullyApplied``)."""
+
+
+async def _nothing() -> None:
+    return None
 
 
 class BindingStatusController(manager.Controller):
@@ -88,8 +93,17 @@ class BindingStatusController(manager.Controller):
                 works[cluster] = work
         items = decision.aggregated_status(works)
         refused = binding.refusal(found, self.credentials_namespace)
-        written = await self._write_binding(ref, found, items, refused)
-        result = await self._write_template(found, items) if refused is None else None
+        # The two writes are independent: sent together, a reconcile that makes both takes
+        # one round trip, not two (4 workers wrote about 70 bindings/s one after the other
+        # while 1,000 Deployments were placed; the queue still held 430 when they all ran).
+        outcomes = await asyncio.gather(
+            self._write_binding(ref, found, items, refused),
+            self._write_template(found, items) if refused is None else _nothing(),
+            return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        written, result = cast(tuple[bool, reconcile.Result | None], tuple(outcomes))
         if written:
             return result
         again = CONFLICT_REQUEUE if result is None or result.requeue_after is None \

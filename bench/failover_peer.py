@@ -39,7 +39,9 @@ Phases (``--phases``):
   Then member1 back: the time until its stale copy is gone, and whether the
   1:2 split comes back (the policy opts in to our failback, window 10 s).
 * ``fleet``: 1,000 Deployments (2 replicas, Divided 1:1 over member1 and one
-  of member2..member10); member1's node killed: the time until every binding
+  of member2..member10), placed, then left until no binding was written for
+  3 s (:func:`at_rest`; how long that took is a figure of its own);
+  member1's node killed: the time until every binding
   is off member1 (each binding stamped as a watch of the bindings brings the
   event that shows it off member1, :func:`watching_evictions`) and every
   Deployment runs both replicas Ready elsewhere, the eviction rate; then
@@ -670,6 +672,8 @@ class FleetRound:
     all_ready: float = float("nan")
     rate: float = float("nan")
     stale_gone: float = float("nan")
+    settled: float = float("nan")
+    """Placed (the members run every Deployment) -> the bindings' last write before the kill."""
     requests: Counter[str] = dataclasses.field(default_factory=Counter)
     """Kill -> all Ready: kube-apiserver's and the aggregated apiserver's requests, the bench's
     own left out."""
@@ -800,8 +804,12 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
         began = time.monotonic()
         await until(placed, f"{chain.label}: {count} Deployments running 1:1", interval=1.0,
                     timeout=1800.0)
+        placed_at = time.monotonic()
         takeover.progress(f"{chain.label}: {count} Deployments placed in "
-                          f"{time.monotonic() - began:.0f} s")
+                          f"{placed_at - began:.0f} s")
+        result.settled = await at_rest(cp, chain) - placed_at
+        takeover.progress(f"{chain.label}: the bindings' last write {result.settled:.1f} s "
+                          "after they were placed")
         await clients["member1"].close()
         evicted_at: dict[str, float] = {}
         pids = cpu_pids(env, chain)
@@ -869,6 +877,46 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             await api.close()
     await clean_up(env, cp, FLEET_MEMBERS)
     return result
+
+
+QUIET = 3.0
+"""Seconds without a write to any binding before a fleet round's kill."""
+SETTLE_TIMEOUT = 600.0
+
+
+async def at_rest(cp: kube.ApiClient, chain: Chain) -> float:
+    """When the bench namespace's bindings were last written, once :data:`QUIET` s passed since.
+
+    Placing is done when the members run every Deployment, but the chain may still be
+    writing the bindings' status (ours' bindingStatus queue held 430 of 1,000 bindings
+    then): a kill at that moment puts the failover's writes, and the benchmark's watch
+    events, behind that backlog.  Both chains are killed from rest.  Its own informer, closed
+    before the measured windows begin.  Returns ``time.monotonic()`` of the last write seen
+    (the end of the first list when none came).
+    """
+    cache = informer.Informer(cp, resources.RESOURCE_BINDINGS, namespace=NAMESPACE)
+    last = [time.monotonic()]
+
+    def seen(event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if cache.synced:
+            last[0] = time.monotonic()
+    cache.add_handler(seen)
+    task = asyncio.create_task(cache.run(), name="bench:bindings-at-rest")
+    try:
+        await cache.wait_synced()
+        last[0] = time.monotonic()
+        deadline = last[0] + SETTLE_TIMEOUT
+        while (wait := last[0] + QUIET - time.monotonic()) > 0:
+            chain.check()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"bench.failover_peer: {chain.label}: bindings still written "
+                                 f"{SETTLE_TIMEOUT:.0f} s after they were placed")
+            await asyncio.sleep(wait)
+        return last[0]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 PAUSE_WINDOWS = ("kill -> first binding off", "kill -> all bindings off")
@@ -1185,6 +1233,7 @@ def seed_figures(rounds: Sequence[SeedRound]) -> list[report.Figure]:
 def fleet_figures(rounds: Sequence[FleetRound], count: int) -> list[report.Figure]:
     figures = []
     for field, what, unit in (
+            ("settled", "placed -> the bindings' last write (the kill comes 3 s after it)", "s"),
             ("first_eviction", "kill -> first binding off member1", "s"),
             ("all_evicted", f"kill -> all {count:,} bindings off member1", "s"),
             ("all_ready", "kill -> every Deployment's replicas Ready elsewhere", "s"),

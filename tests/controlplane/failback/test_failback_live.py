@@ -144,38 +144,45 @@ async def test_an_opted_in_binding_fails_back_after_the_window_and_others_are_un
     async with env.client() as api:
         first, second, ns = await scene(api)
         await make_policy(api, ns, "plain", False, first, second)
-        async with cpkit.running_manager(api, ["failback"], failover=failback()) as running:
-            await make_binding(api, ns, "web-deployment", "opted", first, second)
-            await make_binding(api, ns, "db-deployment", "plain", first, second)
+        try:
+            async with cpkit.running_manager(api, ["failback"], failover=failback()) as running:
+                await make_binding(api, ns, "web-deployment", "opted", first, second)
+                await make_binding(api, ns, "db-deployment", "plain", first, second)
 
-            # the eviction is recorded while the task is there
-            async def recorded() -> dict[str, str]:
-                return decision.record(await get(api, ns, "web-deployment"))
-            assert list(await waiting.eventually(recorded)) == [first]
-            await end_task(api, ns, "db-deployment")
-            await end_task(api, ns, "web-deployment")
+                # the eviction is recorded while the task is there
+                async def recorded() -> dict[str, str]:
+                    return decision.record(await get(api, ns, "web-deployment"))
+                assert list(await waiting.eventually(recorded)) == [first]
+                await end_task(api, ns, "db-deployment")
+                await end_task(api, ns, "web-deployment")
 
-            async def failed_back() -> dict[str, Any] | None:
-                obj = await get(api, ns, "web-deployment")
-                return obj if triggered(obj) else None
-            done = await waiting.eventually(failed_back, timeout=30)
-            annotations = done["metadata"]["annotations"]
-            assert decision.EVICTED_FROM not in annotations  # the record is cleared
-            assert annotations[decision.TRIGGERED] == done["spec"]["rescheduleTriggeredAt"]
-            assert running.registry.get_sample_value("clusterhealth_failbacks_total") == 1
+                async def failed_back() -> dict[str, Any] | None:
+                    obj = await get(api, ns, "web-deployment")
+                    return obj if triggered(obj) else None
+                done = await waiting.eventually(failed_back, timeout=30)
+                annotations = done["metadata"]["annotations"]
+                assert decision.EVICTED_FROM not in annotations  # the record is cleared
+                assert annotations[decision.TRIGGERED] == done["spec"]["rescheduleTriggeredAt"]
 
-            async def event() -> bool:
-                found = await api.list(resources.EVENTS, namespace=ns)
-                return any(e["involvedObject"]["name"] == "web-deployment"
-                           and e["reason"] == controller.EVENT_FAILBACK
-                           for e in found.get("items") or [])
-            await waiting.eventually(event)
+                # counted once the write's answer is back, which may come after our read above
+                async def counted() -> bool:
+                    count = running.registry.get_sample_value("clusterhealth_failbacks_total")
+                    return count == 1
+                await waiting.eventually(counted, timeout=20)
 
-            # no opt-in: never recorded, never triggered
-            plain = await get(api, ns, "db-deployment")
-            assert not triggered(plain)
-            assert decision.EVICTED_FROM not in (plain["metadata"].get("annotations") or {})
-        await cleanup(api, ns, ["web-deployment", "db-deployment"], [first, second])
+                async def event() -> bool:
+                    found = await api.list(resources.EVENTS, namespace=ns)
+                    return any(e["involvedObject"]["name"] == "web-deployment"
+                               and e["reason"] == controller.EVENT_FAILBACK
+                               for e in found.get("items") or [])
+                await waiting.eventually(event)
+
+                # no opt-in: never recorded, never triggered
+                plain = await get(api, ns, "db-deployment")
+                assert not triggered(plain)
+                assert decision.EVICTED_FROM not in (plain["metadata"].get("annotations") or {})
+        finally:
+            await cleanup(api, ns, ["web-deployment", "db-deployment"], [first, second])
 
 
 async def test_a_cluster_tainted_again_during_the_window_waits(env: Any) -> None:
@@ -183,61 +190,65 @@ async def test_a_cluster_tainted_again_during_the_window_waits(env: Any) -> None
         first, second, ns = await scene(api)
         await set_taints(api, first, [{"key": "cluster.karmada.io/not-ready",
                                        "effect": "NoExecute", "timeAdded": when()}])
-        async with cpkit.running_manager(api, ["failback"], failover=failback()):
-            await make_binding(api, ns, "web-deployment", "opted", first, second)
+        try:
+            async with cpkit.running_manager(api, ["failback"], failover=failback()):
+                await make_binding(api, ns, "web-deployment", "opted", first, second)
 
-            async def recorded() -> dict[str, str]:
-                return decision.record(await get(api, ns, "web-deployment"))
-            await waiting.eventually(recorded)
-            await end_task(api, ns, "web-deployment")
+                async def recorded() -> dict[str, str]:
+                    return decision.record(await get(api, ns, "web-deployment"))
+                await waiting.eventually(recorded)
+                await end_task(api, ns, "web-deployment")
 
-            # tainted, then untainted and tainted again inside the window, then Ready False
-            await asyncio.sleep(WINDOW + 1)
-            assert not triggered(await get(api, ns, "web-deployment"))
-            await set_taints(api, first, [])
-            await asyncio.sleep(WINDOW / 2)
-            await set_taints(api, first, [{"key": "cluster.karmada.io/not-ready",
-                                           "effect": "NoSchedule", "timeAdded": when()}])
-            await asyncio.sleep(WINDOW + 1)
-            assert not triggered(await get(api, ns, "web-deployment"))
-            await set_ready(api, first, "False")
-            await set_taints(api, first, [])
-            await asyncio.sleep(WINDOW + 1)
-            assert not triggered(await get(api, ns, "web-deployment"))
+                # tainted, then untainted and tainted again inside the window, then Ready False
+                await asyncio.sleep(WINDOW + 1)
+                assert not triggered(await get(api, ns, "web-deployment"))
+                await set_taints(api, first, [])
+                await asyncio.sleep(WINDOW / 2)
+                await set_taints(api, first, [{"key": "cluster.karmada.io/not-ready",
+                                               "effect": "NoSchedule", "timeAdded": when()}])
+                await asyncio.sleep(WINDOW + 1)
+                assert not triggered(await get(api, ns, "web-deployment"))
+                await set_ready(api, first, "False")
+                await set_taints(api, first, [])
+                await asyncio.sleep(WINDOW + 1)
+                assert not triggered(await get(api, ns, "web-deployment"))
 
-            # healthy for the whole window: back
-            await set_ready(api, first, "True")
+                # healthy for the whole window: back
+                await set_ready(api, first, "True")
 
-            async def failed_back() -> bool:
-                return triggered(await get(api, ns, "web-deployment"))
-            await waiting.eventually(failed_back, timeout=30)
-        await cleanup(api, ns, ["web-deployment"], [first, second])
+                async def failed_back() -> bool:
+                    return triggered(await get(api, ns, "web-deployment"))
+                await waiting.eventually(failed_back, timeout=30)
+        finally:
+            await cleanup(api, ns, ["web-deployment"], [first, second])
 
 
 async def test_at_most_a_batch_of_bindings_is_in_flight(env: Any) -> None:
     names = ["a-deployment", "b-deployment", "c-deployment"]
     async with env.client() as api:
         first, second, ns = await scene(api)
-        async with cpkit.running_manager(api, ["failback"], failover=failback(batch=1)):
-            for name in names:
-                await make_binding(api, ns, name, "opted", first, second)
+        try:
+            async with cpkit.running_manager(api, ["failback"], failover=failback(batch=1)):
+                for name in names:
+                    await make_binding(api, ns, name, "opted", first, second)
 
-            async def all_recorded() -> bool:
-                return all([decision.record(await get(api, ns, n)) for n in names])
-            await waiting.eventually(all_recorded)
-            for name in names:
-                await end_task(api, ns, name)
+                async def all_recorded() -> bool:
+                    return all([decision.record(await get(api, ns, n)) for n in names])
+                await waiting.eventually(all_recorded)
+                for name in names:
+                    await end_task(api, ns, name)
 
-            seen: list[str] = []
-            for _ in names:
-                async def one_more() -> list[str] | None:
-                    found = [n for n in names if triggered(await get(api, ns, n))]
-                    return found if len(found) > len(seen) else None
-                now = await waiting.eventually(one_more, timeout=30)
-                assert len(now) == len(seen) + 1, now  # one at a time
-                new = next(n for n in now if n not in seen)
-                await asyncio.sleep(1.0)  # the others wait while it is in flight
-                assert [n for n in names if triggered(await get(api, ns, n))] == now
-                seen.append(new)
-                await scheduled(api, ns, new)  # observed: the slot frees
-        await cleanup(api, ns, names, [first, second])
+                seen: list[str] = []
+                for _ in names:
+                    async def one_more() -> list[str] | None:
+                        found = [n for n in names if triggered(await get(api, ns, n))]
+                        return found if len(found) > len(seen) else None
+                    now = await waiting.eventually(one_more, timeout=30)
+                    assert len(now) == len(seen) + 1, now  # one at a time
+                    new = next(n for n in now if n not in seen)
+                    await asyncio.sleep(1.0)  # the others wait while it is in flight
+                    assert [n for n in names if triggered(await get(api, ns, n))] == now
+                    seen.append(new)
+                    await scheduled(api, ns, new)  # observed: the slot frees
+        finally:
+            await cleanup(api, ns, names, [first, second])

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, cast
+from typing import Any
 
 from clusterhealth_controlplane import manager, vocabulary
 from clusterhealth_controlplane.binding import decision as binding
@@ -96,14 +96,16 @@ class BindingStatusController(manager.Controller):
         # The two writes are independent: sent together, a reconcile that makes both takes
         # one round trip, not two (4 workers wrote about 70 bindings/s one after the other
         # while 1,000 Deployments were placed; the queue still held 430 when they all ran).
-        outcomes = await asyncio.gather(
+        # Both end before an error is raised (the binding's first), so a failed write never
+        # leaves the other running past its reconcile.
+        written, result = await asyncio.gather(
             self._write_binding(ref, found, items, refused),
             self._write_template(found, items) if refused is None else _nothing(),
             return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        written, result = cast(tuple[bool, reconcile.Result | None], tuple(outcomes))
+        if isinstance(written, BaseException):
+            raise written
+        if isinstance(result, BaseException):
+            raise result
         if written:
             return result
         again = CONFLICT_REQUEUE if result is None or result.requeue_after is None \

@@ -5,6 +5,7 @@ Pure: metrics text and ``/proc`` lines written here, no API server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import prometheus_client
@@ -95,6 +96,26 @@ def test_requests_per_binding_and_chain_cpu_are_compared_with_karmada() -> None:
             "PUT works 1.00 / 1.00; PUT resourcebindings 0.00 / 1.00; "
             "1 kinds under 0.01 in both.") in note
     assert "(WATCH resourcebindings 2)" in note
+
+
+def test_the_placing_is_judged_to_the_bindings_last_write_and_the_status_lag_recorded() -> None:
+    """Ours places sooner and its status trails the members longer: one verdict, one record."""
+    rounds = [dataclasses.replace(fleet_round("ours", {"PUT works": 1}, 1.0),
+                                  placed=240.0, at_rest=248.0, settled=8.0),
+              dataclasses.replace(fleet_round("karmada", {"PUT works": 1}, 1.0),
+                                  placed=295.0, at_rest=300.0, settled=5.0)]
+    figures = {f.name: f for f in failover_peer.fleet_figures(rounds, 1000)}
+    ratios = {name: f for name, f in figures.items() if "ours / Karmada" in name}
+    at_rest = next(f for name, f in ratios.items() if name.startswith(
+        "fleet: first Deployment created -> the bindings' last write"))
+    assert at_rest.samples == pytest.approx((248.0 / 300.0,))
+    assert (at_rest.target, at_rest.verdict) == ("<= 1", "pass")
+    placed = ratios["fleet: first Deployment created -> the members run all 1,000: "
+                    "ours / Karmada (per pair of rounds)"]
+    assert placed.verdict == "pass"
+    lag = next(f for name, f in ratios.items() if name.startswith("fleet: placed ->"))
+    assert lag.samples == pytest.approx((1.6,))
+    assert (lag.target, lag.verdict) == ("-", "recorded")
 
 
 @pytest.mark.parametrize(("now", "wait"), [

@@ -681,8 +681,6 @@ class FleetRound:
     at_rest: float = float("nan")
     """The first Deployment created -> the bindings' last write before the kill: the placing
     done, status included (the finish line that means the same for both chains)."""
-    settled: float = float("nan")
-    """Placed -> the bindings' last write: how far the status writes trail the members."""
     requests: Counter[str] = dataclasses.field(default_factory=Counter)
     """Kill -> all Ready: kube-apiserver's and the aggregated apiserver's requests, the bench's
     own left out."""
@@ -692,6 +690,11 @@ class FleetRound:
     """Kill -> all Ready: CPU seconds by :data:`CPU_GROUPS`."""
     pauses: dict[str, usage.Pauses] = dataclasses.field(default_factory=dict)
     """Ours only: the controller manager's event-loop pauses by :data:`PAUSE_WINDOWS`."""
+
+    @property
+    def settled(self) -> float:
+        """Placed -> the bindings' last write: how far the status writes trail the members."""
+        return self.at_rest - self.placed
 
 
 FLEET_MEMBERS = tuple(f"member{i}" for i in range(1, 11))
@@ -811,16 +814,12 @@ async def fleet_round(env: environment.LocalEnvironment, cp: kube.ApiClient, cha
             for other in others:
                 total += sum(1 for v in (await member_counts(clients[other])).values() if v == 1)
             return total == count
-        began = time.monotonic()
         await until(placed, f"{chain.label}: {count} Deployments running 1:1", interval=1.0,
                     timeout=1800.0)
-        placed_at = time.monotonic()
+        result.placed = time.monotonic() - creating
         takeover.progress(f"{chain.label}: {count} Deployments placed in "
-                          f"{placed_at - began:.0f} s")
-        rest_at = await at_rest(cp, chain)
-        result.placed = placed_at - creating
-        result.at_rest = rest_at - creating
-        result.settled = rest_at - placed_at
+                          f"{result.placed:.0f} s")
+        result.at_rest = await at_rest(cp, chain) - creating
         takeover.progress(f"{chain.label}: the bindings' last write {result.settled:.1f} s "
                           "after they were placed")
         await clients["member1"].close()

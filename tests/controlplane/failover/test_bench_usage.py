@@ -101,9 +101,9 @@ def test_requests_per_binding_and_chain_cpu_are_compared_with_karmada() -> None:
 def test_the_placing_is_judged_to_the_bindings_last_write_and_the_status_lag_recorded() -> None:
     """Ours places sooner and its status trails the members longer: one verdict, one record."""
     rounds = [dataclasses.replace(fleet_round("ours", {"PUT works": 1}, 1.0),
-                                  placed=240.0, at_rest=248.0, settled=8.0),
+                                  placed=240.0, at_rest=248.0),
               dataclasses.replace(fleet_round("karmada", {"PUT works": 1}, 1.0),
-                                  placed=295.0, at_rest=300.0, settled=5.0)]
+                                  placed=295.0, at_rest=300.0)]
     figures = {f.name: f for f in failover_peer.fleet_figures(rounds, 1000)}
     ratios = {name: f for name, f in figures.items() if "ours / Karmada" in name}
     at_rest = next(f for name, f in ratios.items() if name.startswith(

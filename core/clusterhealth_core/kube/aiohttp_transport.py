@@ -113,6 +113,7 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
         self._max_connections = max_connections
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
 
     def _client(self) -> aiohttp.ClientSession:
         # made on first use: a session belongs to the running loop
@@ -121,18 +122,28 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
                 limit=self._max_connections or 0, limit_per_host=0,
                 keepalive_timeout=transport.POOL_KEEPALIVE_EXPIRY, ssl=self._ssl,
                 socket_factory=_keepalive_socket, use_dns_cache=False)
+            # API servers set no cookies: the default jar would filter (an empty set of)
+            # cookies for every request
             self._session = aiohttp.ClientSession(
                 connector=connector, trust_env=False, auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
                 headers={"User-Agent": self._user_agent, "Accept-Encoding": "identity"})
         return self._session
+
+    def _timeout(self, read_timeout: float | None) -> aiohttp.ClientTimeout:
+        """The (immutable, so shared) timeout of requests whose reads wait ``read_timeout``."""
+        found = self._timeouts.get(read_timeout)
+        if found is None:
+            found = self._timeouts[read_timeout] = aiohttp.ClientTimeout(
+                total=None, connect=self.connect_timeout, sock_read=read_timeout)
+        return found
 
     def _options(self, query: Mapping[str, str] | None, headers: transport.Headers,
                  read_timeout: float | None) -> dict[str, Any]:
         options: dict[str, Any] = {
             "params": dict(query) if query else None,
             "headers": list(headers),
-            "timeout": aiohttp.ClientTimeout(total=None, connect=self.connect_timeout,
-                                             sock_read=read_timeout),
+            "timeout": self._timeout(read_timeout),
             "allow_redirects": False,
         }
         if self.proxy is not None:
@@ -147,10 +158,13 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
         async with self._client().request(method, self.base_url + path, data=body,
                                           **self._options(query, headers, read_timeout)
                                           ) as response:
-            found = {k.lower(): v for k, v in response.headers.items()}
+            found = response.headers  # case-insensitive already: no lower-cased copy
             transport.check_length(found, self.max_response_bytes, self.target)
-            data = await transport.collect(response.content.iter_any(),
-                                           self.max_response_bytes, self.target)
+            if response.content_length is not None:  # within the limit (checked above)
+                data = await response.read()
+            else:
+                data = await transport.collect(response.content.iter_any(),
+                                               self.max_response_bytes, self.target)
             return transport.Response(response.status, found, data)
 
     async def _send(self, method: str, path: str, query: Mapping[str, str] | None,

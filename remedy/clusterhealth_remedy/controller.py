@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -56,7 +55,7 @@ from typing import Any
 from clusterhealth_core import builder, floodlog, reconcile, runner
 from clusterhealth_core import status as statuses
 from clusterhealth_core.api import meta, remedy
-from clusterhealth_core.kube import errors, informer, resources
+from clusterhealth_core.kube import errors, informer, jsoncodec, resources
 from clusterhealth_remedy import decision, index, metrics
 
 log = logging.getLogger(__name__)
@@ -156,9 +155,8 @@ def cluster_transform(obj: informer.Object) -> informer.Object:
     the write is made from (:func:`whole_object`).
     """
     meta_ = obj.get("metadata") or {}
-    whole = json.dumps({**obj, "metadata": {k: v for k, v in meta_.items()
-                                            if k != "managedFields"}},
-                       separators=(",", ":")).encode()
+    whole = jsoncodec.dumps({**obj, "metadata": {k: v for k, v in meta_.items()
+                                                 if k != "managedFields"}})
     kept = _KEEP_CLUSTER(obj)
     st = kept.get("status")
     if st is not None and "conditions" in st:
@@ -173,7 +171,7 @@ def cluster_transform(obj: informer.Object) -> informer.Object:
 
 def whole_object(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The whole Cluster (no ``managedFields``) that :func:`cluster_transform` kept."""
-    whole: dict[str, Any] = json.loads(obj[WHOLE_OBJECT])
+    whole: dict[str, Any] = jsoncodec.loads(obj[WHOLE_OBJECT])
     return whole
 
 

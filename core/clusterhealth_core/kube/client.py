@@ -38,14 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from clusterhealth_core import retry
-from clusterhealth_core.kube import config, errors, proxies, resources, transport
+from clusterhealth_core.kube import config, errors, jsoncodec, proxies, resources, transport
 
 log = logging.getLogger(__name__)
 
@@ -421,8 +420,8 @@ class ApiClient:
         data: bytes | None = None
         if body is not None:
             # JSON is YAML, so apply patches are sent as JSON too: PyYAML's pure-Python
-            # emitter costs milliseconds per object, json.dumps microseconds.
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            # emitter costs milliseconds per object, JSON microseconds.
+            data = body.encode() if isinstance(body, str) else jsoncodec.dumps(body)
         extra = dict(headers or {})
         if data is not None:
             extra["Content-Type"] = content_type
@@ -784,7 +783,7 @@ class ApiClient:
 
 def _watch_event(line: str, what: str) -> WatchEvent:
     try:
-        event = json.loads(line)
+        event = jsoncodec.loads(line)
         type_ = str(event["type"])
         obj = event["object"]
     except (ValueError, KeyError, TypeError) as exc:
@@ -810,7 +809,7 @@ def _decode(raw: bytes) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return jsoncodec.loads(raw)
     except ValueError:
         return raw.decode(errors="replace")
 

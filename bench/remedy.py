@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
+import datetime
 import pathlib
 import statistics
 import subprocess
@@ -282,12 +283,89 @@ def latency_compare_figures(blocks: Mapping[str, list[list[float]]]) -> list[rep
     return figures
 
 
+WARM_UP_FLIPS = 2
+"""Flips of a latency block before the counted ones (:func:`latency_samples`)."""
+CONDITION_WRITER = "fieldManager=bench-agent"
+"""How the audit log tells the benchmark's condition writes (``requestURI``) from the rest."""
+
+
+def _audit_time(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def server_clock_parts(events: Sequence[Mapping[str, Any]]
+                       ) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    """Each flip's controller part and write cost, by the API server's clock (ms).
+
+    From the audit events of the latency blocks' Clusters (``latency-IMPL-BLOCK``):
+    each benchmark condition write paired with the controller's next write of that
+    Cluster's status.  ``(answered -> the controller's write arrives, that write
+    inside the API server)``: the first is the watch event's way out, the
+    controller's work and its request's way in, the same finish line for every
+    controller; the warm-up flips are left out.  ``impl -> block -> parts``.
+    """
+    by_cluster: dict[str, list[Mapping[str, Any]]] = collections.defaultdict(list)
+    for event in events:
+        ref = event.get("objectRef") or {}
+        if (ref.get("resource") == "clusters" and ref.get("subresource") == "status"
+                and str(ref.get("name", "")).startswith("latency-")
+                and event.get("verb") in ("update", "patch")
+                and event.get("stage") == "ResponseComplete"):
+            by_cluster[str(ref["name"])].append(event)
+    parts: dict[str, dict[int, list[tuple[float, float]]]] = collections.defaultdict(dict)
+    for name, cluster_events in by_cluster.items():
+        impl, _, block = name.removeprefix("latency-").rpartition("-")
+        cluster_events = sorted(cluster_events,
+                                key=lambda e: _audit_time(e["requestReceivedTimestamp"]))
+        pending: Mapping[str, Any] | None = None
+        found: list[tuple[float, float]] = []
+        for event in cluster_events:
+            if CONDITION_WRITER in str(event.get("requestURI", "")):
+                pending = event
+            elif pending is not None:
+                arrived = _audit_time(event["requestReceivedTimestamp"])
+                found.append(((arrived - _audit_time(pending["stageTimestamp"])) * 1000,
+                              (_audit_time(event["stageTimestamp"]) - arrived) * 1000))
+                pending = None
+        parts[impl][int(block)] = found[WARM_UP_FLIPS:]
+    return parts
+
+
+def server_clock_figures(parts: Mapping[str, Mapping[int, list[tuple[float, float]]]]
+                         ) -> list[report.Figure]:
+    """Per controller, its part of a flip and its write's cost; ratios to Karmada's (recorded)."""
+    figures: list[report.Figure] = []
+    labels = ("condition write answered -> the controller's write arrives",
+              "the controller's write inside the API server")
+    for index, label in enumerate(labels):
+        blocks = {name: [[p[index] for p in found[b]] for b in sorted(found)]
+                  for name, found in parts.items()}
+        for name, done in blocks.items():
+            figures.append(report.Figure(
+                f"API server's clock, {WHO.get(name, name)}: {label}",
+                tuple(t for block in done for t in block), "ms"))
+        if "karmada" not in blocks:
+            continue
+        for name in (OURS.name, BASELINE, NO_SOURCES.name):
+            if name not in blocks or len(blocks[name]) != len(blocks["karmada"]):
+                continue
+            paired = tuple(percentile(mine, 0.5) / percentile(theirs, 0.5)
+                           for mine, theirs in zip(blocks[name], blocks["karmada"], strict=True)
+                           if mine and theirs)
+            figures.append(report.Figure(
+                f"API server's clock: {label}, p50, {WHO[name]} / Karmada (per pair of blocks)",
+                paired, "x"))
+    return figures
+
+
 async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: int,
                           tmp: pathlib.Path) -> list[report.Figure]:
     """``blocks`` blocks of ``flips`` flips per controller, alternating, on one environment."""
     done: dict[str, list[list[float]]] = {impl.name: [] for impl in impls}
     cluster_schema = ClusterSchema()
-    async with environment.LocalEnvironment(environment.EnvironmentConfig(members=())) as env:
+    # the audit log stamps every request's arrival and answer: the API server's clock
+    async with environment.LocalEnvironment(
+            environment.EnvironmentConfig(members=(), audit=True)) as env:
         for index in range(blocks):
             order = impls if index % 2 == 0 else tuple(reversed(impls))
             for impl in order:
@@ -299,7 +377,8 @@ async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: i
                 takeover.progress(f"{impl.name}: p50 {percentile(samples, 0.5):.1f} ms, "
                                   f"p99 {percentile(samples, 0.99):.1f} ms")
                 done[impl.name].append(samples)
-    return latency_compare_figures(done)
+        events = env.audit_events(containing=('"clusters"', "latency-"))
+    return latency_compare_figures(done) + server_clock_figures(server_clock_parts(events))
 
 
 # --- scale ------------------------------------------------------------------------------------

@@ -111,3 +111,42 @@ def test_ratios_per_pair_of_blocks_and_rounds_are_recorded_for_each_variant() ->
                 "(per pair of rounds)"].samples == (1.0, 0.5)
     assert rows["change convergence, ours, schema without remedyActionSources / Karmada "
                 "(medians)"].samples == (2.0 / 3.0,)
+
+
+def _audit(name: str, verb: str, received: float, answered: float,
+           uri: str = "") -> dict[str, object]:
+    def stamp(seconds: float) -> str:
+        return f"2026-11-29T06:00:{seconds:09.6f}Z"
+    return {"stage": "ResponseComplete", "verb": verb, "requestURI": uri,
+            "objectRef": {"resource": "clusters", "subresource": "status", "name": name},
+            "requestReceivedTimestamp": stamp(received), "stageTimestamp": stamp(answered)}
+
+
+def test_the_server_clock_pairs_each_condition_write_with_the_controllers_next_write() -> None:
+    bench = "/apis/cluster.karmada.io/v1alpha1/clusters/x/status?fieldManager=bench-agent"
+    events = [
+        _audit("latency-ours-0", "patch", 1.000, 1.004, bench),  # before the controller: unpaired
+        _audit("latency-ours-0", "patch", 2.000, 2.004, bench),  # warm-up flips
+        _audit("latency-ours-0", "update", 2.005, 2.008),
+        _audit("latency-ours-0", "patch", 3.000, 3.004, bench),
+        _audit("latency-ours-0", "update", 3.0055, 3.009),
+        _audit("latency-ours-0", "patch", 4.000, 4.003, bench),  # counted
+        _audit("latency-ours-0", "update", 4.0045, 4.0075),
+        _audit("latency-ours-0", "patch", 5.000, 5.003, bench),  # no write followed: dropped
+        _audit("latency-ours-no-sources-1", "patch", 2.000, 2.001, bench),
+        _audit("latency-ours-no-sources-1", "update", 2.002, 2.003),
+        {"stage": "ResponseComplete", "verb": "get",
+         "objectRef": {"resource": "clusters", "subresource": "status", "name": "latency-ours-0"},
+         "requestReceivedTimestamp": "2026-11-29T06:00:04.004000Z",
+         "stageTimestamp": "2026-11-29T06:00:04.004100Z"},
+    ]
+    parts = remedy.server_clock_parts(events)
+    assert [round(v, 3) for v in parts["ours"][0][0]] == [1.5, 3.0]
+    assert len(parts["ours"][0]) == 1
+    assert parts["ours-no-sources"][1] == []  # its one pair was a warm-up
+    figures = {f.name: f for f in remedy.server_clock_figures(
+        {"ours": {0: [(1.5, 3.0)]}, "karmada": {0: [(1.0, 2.0)]}})}
+    ratio = figures["API server's clock: condition write answered -> the controller's write "
+                    "arrives, p50, ours / Karmada (per pair of blocks)"]
+    assert ratio.samples == (1.5,)
+    assert ratio.verdict == "recorded"

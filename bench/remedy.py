@@ -359,9 +359,10 @@ def server_clock_figures(parts: Mapping[str, Mapping[int, list[Parts]]]
                for name, found in parts.items()}
     for index, label in enumerate(labels):
         for name, found in parts.items():
-            figures.append(report.Figure(
-                f"API server's clock, {WHO.get(name, name)}: {label}",
-                tuple(p[index] for b in sorted(found) for p in found[b]), "ms"))
+            samples = tuple(p[index] for b in sorted(found) for p in found[b])
+            if samples:  # none with fewer flips than the warm-up
+                figures.append(report.Figure(
+                    f"API server's clock, {WHO.get(name, name)}: {label}", samples, "ms"))
     if "karmada" in medians:
         for index, label in enumerate(labels[:2]):
             for name in (OURS.name, BASELINE, NO_SOURCES.name):
@@ -371,6 +372,8 @@ def server_clock_figures(parts: Mapping[str, Mapping[int, list[Parts]]]
                                for mine, theirs in zip(medians[name], medians["karmada"],
                                                        strict=True)
                                if mine[2] > 0 and theirs[2] > 0 and theirs[index] > 0)
+                if not paired:
+                    continue
                 figures.append(report.Figure(
                     f"API server's clock: {label}, p50, {WHO[name]} / Karmada (per pair of "
                     "blocks, each over its block's condition write)", paired, "x"))

@@ -119,3 +119,13 @@ async def test_health_server_endpoints(make: Make) -> None:
         await http.close()
     finally:
         await health.stop()
+
+
+def test_aiohttp_timeouts_are_shared_per_read_timeout_and_their_number_bounded() -> None:
+    http = aiohttp_transport.AiohttpTransport("http://127.0.0.1:1", None)
+    first = http._timeout(30.0)
+    assert http._timeout(30.0) is first
+    assert (first.sock_read, first.connect, first.total) == (30.0, http.connect_timeout, None)
+    made = [http._timeout(float(seconds)) for seconds in range(100)]
+    assert [t.sock_read for t in made] == [float(s) for s in range(100)]
+    assert len(http._timeouts) == aiohttp_transport._SHARED_TIMEOUTS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 from bench import remedy, remedy_workload, report
@@ -114,7 +115,7 @@ def test_ratios_per_pair_of_blocks_and_rounds_are_recorded_for_each_variant() ->
 
 
 def _audit(name: str, verb: str, received: float, answered: float,
-           uri: str = "") -> dict[str, object]:
+           uri: str = "") -> dict[str, Any]:
     def stamp(seconds: float) -> str:
         return f"2026-11-29T06:00:{seconds:09.6f}Z"
     return {"stage": "ResponseComplete", "verb": verb, "requestURI": uri,
@@ -124,7 +125,7 @@ def _audit(name: str, verb: str, received: float, answered: float,
 
 def test_the_server_clock_pairs_each_condition_write_with_the_controllers_next_write() -> None:
     bench = "/apis/cluster.karmada.io/v1alpha1/clusters/x/status?fieldManager=bench-agent"
-    events = [
+    events: list[dict[str, Any]] = [
         _audit("latency-ours-0", "patch", 1.000, 1.004, bench),  # before the controller: unpaired
         _audit("latency-ours-0", "patch", 2.000, 2.004, bench),  # warm-up flips
         _audit("latency-ours-0", "update", 2.005, 2.008),
@@ -155,3 +156,7 @@ def test_the_server_clock_pairs_each_condition_write_with_the_controllers_next_w
     assert react.verdict == "recorded"
     put = figures[f"API server's clock: the controller's write inside the API server, {over}"]
     assert put.samples == (0.75,)
+
+
+def test_the_server_clock_makes_no_row_without_a_counted_flip() -> None:
+    assert remedy.server_clock_figures({"ours": {0: []}, "karmada": {0: []}}) == []

@@ -34,6 +34,8 @@ import aiohttp
 from clusterhealth_core.kube import transport
 
 _READ_CHUNK = 1 << 16
+_SHARED_TIMEOUTS = 16
+"""Distinct read timeouts whose ``ClientTimeout`` a transport keeps (callers use two or three)."""
 
 # aiohttp errors raised before any byte of the request was written: connecting
 # failed (refused, TLS handshake, DNS, proxy CONNECT) or timed out.
@@ -134,8 +136,10 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
         """The (immutable, so shared) timeout of requests whose reads wait ``read_timeout``."""
         found = self._timeouts.get(read_timeout)
         if found is None:
-            found = self._timeouts[read_timeout] = aiohttp.ClientTimeout(
-                total=None, connect=self.connect_timeout, sock_read=read_timeout)
+            found = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout,
+                                          sock_read=read_timeout)
+            if len(self._timeouts) < _SHARED_TIMEOUTS:  # a caller's every value: not kept
+                self._timeouts[read_timeout] = found
         return found
 
     def _options(self, query: Mapping[str, str] | None, headers: transport.Headers,

@@ -28,7 +28,8 @@ Both queue every object again each ``resync_period`` (the builder's resync).
 Events wait while Clusters are queued (:data:`EVENT_HOLD_MAX`): a change's
 writes go first, its Events follow.  So does a Cluster write that changes
 only ``remedyActionSources`` (:data:`PROVENANCE_HOLD_MAX`): the writes that
-act go first, the provenance follows.
+act go first, the provenance follows, both after a quiet second
+(:data:`EVENT_QUIET`) in which no write that acts was answered.
 
 **Handover.**  When the live value differs from the computed one and
 another manager owns part of it (Karmada's controller, before the user
@@ -87,9 +88,11 @@ A mass change records an Event per Cluster; written among the Cluster writes
 they made a change 20 to 30 % more requests to the API server (decision 0009).  They are written
 once the queue is empty, or at the Event write rate after this long."""
 EVENT_QUIET = 1.0
-"""Seconds after a write that acts during which Events wait for the next one (a condition
-flapping, a change arriving Cluster by Cluster).  Measured beside Karmada's controller, an
-Event written right after each write that acts delayed the next flip's write (decision 0009)."""
+"""Seconds after a write that acts during which Events and provenance-only writes wait for the
+next one (a condition flapping, a change arriving Cluster by Cluster, the next change).
+Measured beside Karmada's controller, an Event written right after each write that acts
+delayed the next flip's write, and the provenance of one mass change written as it ended
+delayed the next change (decision 0009)."""
 PROVENANCE_HOLD_MAX = 30.0
 """While Clusters wait to be reconciled, a write changing only provenance waits, at most this long.
 
@@ -236,7 +239,7 @@ class RemedyController(builder.Declared):
         """The parsed Remedies, by the clusters they can cover, and those refused."""
         self.decisions = index.ActiveIndex()
         """Every Cluster's latest decision, and the Clusters each Remedy acts on."""
-        self.writes = index.ClusterWrites(PROVENANCE_HOLD_MAX)
+        self.writes = index.ClusterWrites(PROVENANCE_HOLD_MAX, quiet=EVENT_QUIET)
         """Cluster status writes in flight or held back (their echo needs no reconcile)."""
         self.races = statuses.LostRaces()
         """Clusters whose status update met a newer Cluster (tried again from the cache)."""

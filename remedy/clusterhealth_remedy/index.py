@@ -183,14 +183,17 @@ class ClusterWrites:
     The hold: a provenance-only write waits while other Clusters are queued
     or a write that acts is in flight (:meth:`busy`: the writes that act go
     first, as Karmada's controller, which writes no provenance, sends only
-    those), at most ``hold_max`` seconds from when it was first held.  Once
-    that is over, :meth:`release` names the held Clusters to queue again;
-    queued that way they do not count as waiting (:meth:`waiting`), else they
-    would hold each other back.
+    those), and for ``quiet`` seconds after a write that acts was answered
+    (the next change's writes that act may be about to follow, as for
+    Events), at most ``hold_max`` seconds from when it was first held.  Once
+    the queue drained, :meth:`release` names the held Clusters to queue
+    again; queued that way they do not count as waiting (:meth:`waiting`),
+    else they would hold each other back.
     """
 
-    def __init__(self, hold_max: float) -> None:
+    def __init__(self, hold_max: float, quiet: float = 0.0) -> None:
         self.hold_max = hold_max
+        self.quiet = quiet
         self._writing: dict[str, Mapping[str, Any]] = {}
         self._acting: set[str] = set()
         """Clusters whose write in flight changes their actions."""
@@ -238,16 +241,26 @@ class ClusterWrites:
         """Seconds the provenance-only write of ``name`` waits, or None: write it now.
 
         Call when a worker took ``name`` (no longer among ``queued``); it
-        waits while :meth:`busy`, until ``hold_max`` after it was first held.
+        waits while :meth:`busy` (the rest of the bound: :meth:`release`
+        queues it again once that is over), then for what is left of the
+        quiet time after the latest write that acts, until ``hold_max`` after
+        it was first held.
         """
         self._released.discard(name)
         held = self._held.setdefault(name, _Held(now, live))
         held.live = live
         left = held.since + self.hold_max - now
-        if left <= 0 or not self.busy(queued):
+        if left > 0 and self.busy(queued):
+            return left
+        quiet = self._quiet_left(now)
+        if left <= 0 or quiet <= 0:
             self.forget(name)
             return None
-        return left
+        return min(left, quiet)
+
+    def _quiet_left(self, now: float) -> float:
+        """Seconds until ``quiet`` has passed since the latest write that acts was answered."""
+        return 0.0 if self._acted_at is None else self._acted_at + self.quiet - now
 
     def forget(self, name: str) -> None:
         """``name`` holds nothing back (written, no provenance-only change, or gone)."""

@@ -150,6 +150,37 @@ def test_a_provenance_write_waits_while_writes_that_act_are_due(
     assert writes.expected("c1", OLD) is (wait is not None)  # its own echo is no disturbance
 
 
+@pytest.mark.parametrize(
+    ("answered_at", "first_held", "now", "wait"),
+    [
+        pytest.param(None, 0.0, 0.0, None, id="no write that acts yet: written now"),
+        pytest.param(10.0, 0.0, 10.25, 0.75, id="one answered just now: the rest of the second"),
+        pytest.param(10.0, 0.0, 11.0, None, id="a quiet second passed: written now"),
+        pytest.param(29.5, 0.0, 29.75, 0.25, id="the bound is near: the shorter of the two"),
+        pytest.param(29.9, 0.0, 30.0, None, id="bound reached: written though not quiet"),
+    ],
+)
+def test_a_provenance_write_waits_a_quiet_second_after_a_write_that_acts(
+        answered_at: float | None, first_held: float, now: float, wait: float | None) -> None:
+    writes = index.ClusterWrites(hold_max=30.0, quiet=1.0)
+    if answered_at is not None:
+        writes.start("other", NEW, acts=True)
+        writes.finish("other", answered_at)
+    if first_held != now:
+        writes.hold("c1", OLD, queued=3, now=first_held)  # held first while others were queued
+    assert writes.busy(queued=0) is False  # nothing queued, nothing acting in flight
+    found = writes.hold("c1", OLD, queued=0, now=now)
+    assert found == (None if wait is None else pytest.approx(wait))
+    assert writes.expected("c1", OLD) is (wait is not None)
+
+
+def test_a_provenance_only_write_tells_no_provenance_write_to_wait() -> None:
+    writes = index.ClusterWrites(hold_max=30.0, quiet=1.0)
+    writes.start("c1", NEW, acts=False)
+    writes.finish("c1", 5.0)
+    assert writes.hold("c2", OLD, queued=0, now=5.1) is None
+
+
 def test_released_writes_do_not_hold_each_other_back() -> None:
     writes = index.ClusterWrites(hold_max=30.0)
     for name in ("c1", "c2", "c3"):

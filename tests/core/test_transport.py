@@ -79,6 +79,25 @@ async def test_stream_lines_split_across_chunks(make: Make) -> None:
     assert lines == ['{"a":1}', '{"b":2}']
 
 
+async def test_response_headers_are_found_by_any_case(make: Make) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (await testkit.read_head(reader)):
+            writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n"
+                         b"ETag: \"v1\"\r\nContent-Length: 2\r\n\r\nno")
+            await writer.drain()
+        writer.close()
+
+    async with testkit.loopback_server(handle) as url:
+        http = make(url)
+        whole = await http.request("GET", "/a")
+        async with http.stream("GET", "/watch", idle_timeout=5) as streamed:
+            found = [(r.headers.get("retry-after"), r.headers.get("Retry-After"),
+                      r.headers.get("etag")) for r in (whole, streamed)]
+            assert await streamed.read_all() == b"no"
+        await http.close()
+    assert found == [("3", "3", '"v1"')] * 2
+
+
 async def test_refused_connection_is_a_transport_error(make: Make) -> None:
     async with testkit.loopback_server(_read_request_and_close) as url:
         pass  # closed: nothing listens on the port any more

@@ -81,8 +81,9 @@ class StreamResponse(transport.BodyStream):
 
     def __init__(self, response: aiohttp.ClientResponse, target: str, *, max_body: int,
                  max_line: int) -> None:
-        super().__init__(response.status, {k.lower(): v for k, v in response.headers.items()},
-                         target, max_body=max_body, max_line=max_line)
+        # aiohttp's headers are case-insensitive already: no lower-cased copy
+        super().__init__(response.status, response.headers, target, max_body=max_body,
+                         max_line=max_line)
         self._response = response
 
     def _chunks(self) -> AsyncIterator[bytes]:

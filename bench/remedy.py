@@ -180,7 +180,8 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 async def latency_samples(env: environment.LocalEnvironment, impl: Implementation, flips: int,
                           tmp: pathlib.Path, tag: str = "latency", workers: int = 2,
-                          cluster_schema: ClusterSchema | None = None) -> list[float]:
+                          cluster_schema: ClusterSchema | None = None,
+                          cpu: list[FlipCpu] | None = None) -> list[float]:
     """Milliseconds from a condition write to the watch delivering the new remedyActions.
 
     One Cluster and one Remedy named ``tag`` (deleted afterwards), one
@@ -188,6 +189,8 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
     up to 60 s for the controller to be up; then ``flips`` flips alternate
     raising and clearing TrafficControl.  With ``cluster_schema``, the Cluster CRD
     declares ``remedyActionSources`` or not, as ``impl`` wants, before it starts.
+    With ``cpu``, the CPU the controller and the API server with etcd used over
+    the counted flips is appended to it, per flip.
     """
     async with env.client() as api:
         if cluster_schema is not None:
@@ -227,8 +230,15 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await flip(True, 60)  # warm-up: the controller is up and synced
             await flip(False, 10)
             counted = await usage.request_counts(api)
+            servers = _server_pids(env)
+            used = (usage.process_cpu_seconds(ctrl.pid),
+                    sum(map(usage.process_cpu_seconds, servers)))
             for index in range(flips):
                 samples.append(await flip(index % 2 == 0, 10))
+            if cpu is not None and flips:
+                cpu.append(FlipCpu(
+                    (usage.process_cpu_seconds(ctrl.pid) - used[0]) * 1000 / flips,
+                    (sum(map(usage.process_cpu_seconds, servers)) - used[1]) * 1000 / flips))
             sent = await usage.request_counts(api)
             sent.subtract(counted)
             takeover.progress(f"{impl.name}: {flips} flips; requests: "
@@ -239,6 +249,46 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await api.delete(resources.REMEDIES, tag)
             await api.delete(resources.CLUSTERS, tag)
     return samples
+
+
+@dataclasses.dataclass(frozen=True)
+class FlipCpu:
+    """CPU milliseconds per flip over a latency block (:func:`latency_samples`)."""
+
+    controller: float
+    server: float
+    """The API server's and etcd's together."""
+
+
+def latency_cpu_figures(costs: Mapping[str, Sequence[FlipCpu]]) -> list[report.Figure]:
+    """Per controller, the CPU per flip of its blocks; ours (and the baseline) / Karmada per pair.
+
+    Every flip is the same two writes: the benchmark's condition and the controller's
+    status.  What the controller's process uses beside them is CPU the API server
+    cannot use on the same cores; what the API server and etcd use with each
+    controller is the cost of its requests and watch.
+    """
+    figures: list[report.Figure] = []
+    parts = (("controller", "CPU per flip, {who}"),
+             ("server", "API server + etcd CPU per flip, with {who}"))
+    for name, blocks in costs.items():
+        for field, label in parts:
+            figures.append(report.Figure(label.format(who=WHO.get(name, name)),
+                                         tuple(getattr(b, field) for b in blocks), "ms"))
+    if "karmada" in costs:
+        for name in (OURS.name, BASELINE, NO_SOURCES.name):
+            if name not in costs:
+                continue
+            for field, label in parts:
+                paired = tuple(getattr(mine, field) / getattr(theirs, field)
+                               for mine, theirs in zip(costs[name], costs["karmada"],
+                                                       strict=True)
+                               if getattr(theirs, field) > 0)
+                if paired:
+                    figures.append(report.Figure(
+                        label.format(who=f"{WHO[name]} / Karmada (per pair of blocks)"),
+                        paired, "x"))
+    return figures
 
 
 def latency_figure(samples: Sequence[float]) -> report.Figure:
@@ -384,6 +434,7 @@ async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: i
                           tmp: pathlib.Path) -> list[report.Figure]:
     """``blocks`` blocks of ``flips`` flips per controller, alternating, on one environment."""
     done: dict[str, list[list[float]]] = {impl.name: [] for impl in impls}
+    costs: dict[str, list[FlipCpu]] = {impl.name: [] for impl in impls}
     cluster_schema = ClusterSchema()
     # the audit log stamps every request's arrival and answer: the API server's clock
     async with environment.LocalEnvironment(
@@ -395,12 +446,14 @@ async def measure_latency(impls: Sequence[Implementation], flips: int, blocks: i
                                   f"{flips} flips")
                 samples = await latency_samples(env, impl, flips, tmp,
                                                 tag=f"latency-{impl.name}-{index}",
-                                                cluster_schema=cluster_schema)
+                                                cluster_schema=cluster_schema,
+                                                cpu=costs[impl.name])
                 takeover.progress(f"{impl.name}: p50 {percentile(samples, 0.5):.1f} ms, "
                                   f"p99 {percentile(samples, 0.99):.1f} ms")
                 done[impl.name].append(samples)
         events = env.audit_events(containing=('"clusters"', "latency-"))
-    return latency_compare_figures(done) + server_clock_figures(server_clock_parts(events))
+    return (latency_compare_figures(done) + latency_cpu_figures(costs)
+            + server_clock_figures(server_clock_parts(events)))
 
 
 # --- scale ------------------------------------------------------------------------------------

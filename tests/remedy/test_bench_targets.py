@@ -93,6 +93,22 @@ def test_reaction_latency_ratios_against_karmada(ours: list[float], verdict: str
     assert found["reaction latency, ours: p99 per block"].samples == (ours[1], ours[3])
 
 
+def test_cpu_per_flip_per_block_and_per_pair_of_blocks() -> None:
+    costs = {"ours": [remedy.FlipCpu(0.6, 3.0), remedy.FlipCpu(0.9, 4.0)],
+             "baseline": [remedy.FlipCpu(0.8, 3.5), remedy.FlipCpu(0.8, 0.0)],
+             "karmada": [remedy.FlipCpu(0.3, 3.0), remedy.FlipCpu(0.45, 0.0)]}
+    found = {f.name: f for f in remedy.latency_cpu_figures(costs)}
+    assert found["CPU per flip, ours"].samples == (0.6, 0.9)
+    assert found["API server + etcd CPU per flip, with Karmada, unthrottled"].samples \
+        == (3.0, 0.0)
+    assert found["CPU per flip, ours / Karmada (per pair of blocks)"].samples == (2.0, 2.0)
+    # a block whose reading came out as nothing is left out of the ratios, not divided by
+    assert found["API server + etcd CPU per flip, with ours, baseline tree / Karmada "
+                 "(per pair of blocks)"].samples == (3.5 / 3.0,)
+    assert all(f.verdict == "recorded" for f in found.values())
+    assert remedy.latency_cpu_figures({"ours": [remedy.FlipCpu(1.0, 2.0)]})[0].samples == (1.0,)
+
+
 def test_ratios_per_pair_of_blocks_and_rounds_are_recorded_for_each_variant() -> None:
     blocks = {"ours": [[11.0, 11.0], [5.0, 5.0]], "ours-no-sources": [[6.0, 6.0], [12.0, 12.0]],
               "karmada": [[8.0, 8.0], [10.0, 10.0]]}

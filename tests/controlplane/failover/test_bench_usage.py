@@ -6,6 +6,8 @@ Pure: metrics text and ``/proc`` lines written here, no API server.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections import Counter
 
 import prometheus_client
@@ -49,6 +51,23 @@ def test_cpu_seconds_of_a_stat_line_whose_command_holds_spaces_and_parentheses()
     stat = (f"42 (kube apiserver) (x)) S 1 42 42 0 -1 4194560 10 0 0 0 {3 * ticks} {ticks} "
             f"{50 * ticks} {50 * ticks} 20 0 12 0 100 0 0")
     assert usage.parse_cpu_seconds(stat) == pytest.approx(4.0)  # children's 100 s left out
+
+
+def test_a_child_process_cpu_read_to_below_a_tick_and_zero_once_gone() -> None:
+    # a child that spins for 0.2 s of CPU and then waits to be told to go
+    code = ("import sys, time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.2: pass\nprint('done', flush=True)\n"
+            "sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "done\n"
+        used = usage.process_cpu_seconds(child.pid)
+        assert 0.2 <= used < 5.0 and used != round(used, 2)  # nanoseconds, not 10 ms ticks
+    finally:
+        child.communicate("")
+    assert usage.process_cpu_seconds(child.pid) == 0.0  # reaped: no such process
+    assert usage.process_cpu_seconds(None) == 0.0
 
 
 def test_a_process_gone_within_the_window_is_left_out() -> None:

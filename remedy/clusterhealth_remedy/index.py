@@ -170,6 +170,8 @@ class _Held:
     """When the write was first held back (monotonic seconds)."""
     live: Mapping[str, Any]
     """Our fields as they stay on the Cluster meanwhile (their echo is no disturbance)."""
+    quiet: bool = False
+    """Held for the quiet time only: it comes back by its own timer, not by :meth:`release`."""
 
 
 class ClusterWrites:
@@ -188,7 +190,9 @@ class ClusterWrites:
     Events), at most ``hold_max`` seconds from when it was first held.  Once
     the queue drained, :meth:`release` names the held Clusters to queue
     again; queued that way they do not count as waiting (:meth:`waiting`),
-    else they would hold each other back.
+    else they would hold each other back.  One then held for the quiet time
+    comes back by its own timer: released again by every reconcile that ends
+    meanwhile, it would go round the queue until the quiet time is over.
     """
 
     def __init__(self, hold_max: float, quiet: float = 0.0) -> None:
@@ -251,11 +255,13 @@ class ClusterWrites:
         held.live = live
         left = held.since + self.hold_max - now
         if left > 0 and self.busy(queued):
+            held.quiet = False
             return left
         quiet = self._quiet_left(now)
         if left <= 0 or quiet <= 0:
             self.forget(name)
             return None
+        held.quiet = True
         return min(left, quiet)
 
     def _quiet_left(self, now: float) -> float:
@@ -268,7 +274,11 @@ class ClusterWrites:
         self._released.discard(name)
 
     def release(self) -> list[str]:
-        """The held Clusters to queue again (the queue drained); each named once."""
-        names = [name for name in self._held if name not in self._released]
+        """The held Clusters to queue again (the queue drained); each named once.
+
+        Those held for the quiet time only are not named: their timer brings them back.
+        """
+        names = [name for name, held in self._held.items()
+                 if name not in self._released and not held.quiet]
         self._released.update(names)
         return names

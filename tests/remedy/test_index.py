@@ -174,6 +174,27 @@ def test_a_provenance_write_waits_a_quiet_second_after_a_write_that_acts(
     assert writes.expected("c1", OLD) is (wait is not None)
 
 
+def test_a_write_held_for_the_quiet_time_comes_back_by_its_timer_not_by_release() -> None:
+    writes = index.ClusterWrites(hold_max=30.0, quiet=1.0)
+    for name in ("c1", "c2"):  # held during a mass change
+        assert writes.hold(name, OLD, queued=5, now=0.0) == 30.0
+    writes.start("x", NEW, acts=True)
+    writes.finish("x", 1.0)  # its last write that acts is answered: the queue drained
+    assert sorted(writes.release()) == ["c1", "c2"]
+    assert writes.hold("c1", OLD, queued=1, now=1.25) == pytest.approx(0.75)  # quiet time
+    # the controller releases whenever a reconcile ends with nothing busy: c1 is not named
+    # again, else it would go round the queue until the quiet time is over
+    assert writes.busy(queued=1) is False and writes.release() == []
+    assert writes.hold("c2", OLD, queued=0, now=1.5) == pytest.approx(0.5)
+    assert writes.release() == []
+    # a new change queues Clusters: a quiet-held one taken meanwhile waits for it again,
+    # and is released with the others once the queue drains
+    assert writes.hold("c1", OLD, queued=7, now=2.0) == 28.0
+    assert writes.release() == ["c1"]
+    assert writes.hold("c2", OLD, queued=0, now=2.5) is None  # quiet: written now
+    assert writes.expected("c2", OLD) is False
+
+
 def test_a_provenance_only_write_tells_no_provenance_write_to_wait() -> None:
     writes = index.ClusterWrites(hold_max=30.0, quiet=1.0)
     writes.start("c1", NEW, acts=False)

@@ -86,6 +86,13 @@ async def test_provenance_only_writes_follow_the_writes_that_act(
     kinds = [kind for _, kind in order]
     assert kinds == ["acts"] * len(others) + ["provenance"] * len(already), order
 
+    # The held writes waited a quiet second after the last write that acts, each on its
+    # own timer: not queued again by every reconcile that ended meanwhile (that went
+    # round the queue for the whole second: thousands of evaluations).
+    (evaluations,) = (await asyncio.to_thread(
+        ctrl.samples, "clusterhealth_remedy_evaluations_total")).values()
+    assert evaluations <= 10 * CLUSTERS, evaluations
+
     # The source series says what is decided; no Event is recorded for a provenance change.
     sources = await asyncio.to_thread(ctrl.samples, "clusterhealth_remedy_action_sources")
     series = {(dict(labels)["cluster"], dict(labels)["remedy"]) for labels in sources}

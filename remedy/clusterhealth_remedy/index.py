@@ -19,6 +19,7 @@ feeds them from its informer events and reconciles.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -225,8 +226,7 @@ class ClusterWrites:
 
         Events wait meanwhile: the next change's write that acts may be about to follow.
         """
-        return bool(self._acting) or (self._acted_at is not None
-                                      and now - self._acted_at < window)
+        return bool(self._acting) or self._since_acted(now) < window
 
     def expected(self, name: str, owned: Mapping[str, Any]) -> bool:
         """Whether ``owned`` (our fields on the Cluster) is a write in flight or held back."""
@@ -264,9 +264,13 @@ class ClusterWrites:
         held.quiet = True
         return min(left, quiet)
 
+    def _since_acted(self, now: float) -> float:
+        """Seconds since the latest write that acts was answered (infinite: none yet)."""
+        return math.inf if self._acted_at is None else now - self._acted_at
+
     def _quiet_left(self, now: float) -> float:
         """Seconds until ``quiet`` has passed since the latest write that acts was answered."""
-        return 0.0 if self._acted_at is None else self._acted_at + self.quiet - now
+        return self.quiet - self._since_acted(now)
 
     def forget(self, name: str) -> None:
         """``name`` holds nothing back (written, no provenance-only change, or gone)."""

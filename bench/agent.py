@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import pathlib
 import random
 import statistics
@@ -27,7 +26,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from bench import report, runtime, takeover
+from bench import report, runtime, takeover, usage
 from clusterhealth_core.kube import client as kube
 from clusterhealth_core.kube import resources
 from clusterhealth_localenv import dns, environment
@@ -47,12 +46,6 @@ def _rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime + stime
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def _make_node(env: environment.LocalEnvironment) -> str:
@@ -182,11 +175,12 @@ async def _footprint_once(env: environment.LocalEnvironment, window: float,
     try:
         await asyncio.sleep(20)  # start-up, election, first rounds and reports
         rss: list[float] = []
-        cpu_start, wall_start = _cpu_seconds(agent.pid), time.monotonic()
+        cpu_start, wall_start = usage.process_cpu_seconds(agent.pid), time.monotonic()
         while time.monotonic() - wall_start < window:
             rss.append(_rss_mib(agent.pid))
             await asyncio.sleep(5)
-        cpu = (_cpu_seconds(agent.pid) - cpu_start) / (time.monotonic() - wall_start) * 100
+        used = usage.process_cpu_seconds(agent.pid) - cpu_start
+        cpu = used / (time.monotonic() - wall_start) * 100
         assert agent.poll() is None, "the agent died during the window"
     finally:
         agent.terminate()

@@ -1331,7 +1331,7 @@ def request_notes(rounds: Sequence[FleetRound], count: int) -> list[str]:
             + "; ".join(shown) + (f"; {rest} kinds under 0.01 in both" if rest else "")
             + ". Left out: the bench's own requests in the windows ("
             + ", ".join(f"{kind} {n}" for kind, n in sorted(own.items())) + ").",
-            "fleet: CPU seconds are utime+stime of /proc/PID/stat (children excluded) over "
+            "fleet: CPU seconds are each process's CPU clock (children excluded) over "
             f"{WINDOW}; member1's killed API server, controller manager and scheduler are left "
             "out (its kwok counts); one etcd serves every API server of the environment."]
 

@@ -33,14 +33,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bench import foundation, report
+from bench import foundation, report, usage
 from bench.takeover import progress
 from clusterhealth_localenv import binaries as bins
 from clusterhealth_localenv import environment, nodes
 
 SECTION_TITLE = "## Clusters whose Nodes run containers (issue 20)"
 KINDS = ("bare", "nodes", "nodes+host")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def config(kind: str) -> environment.EnvironmentConfig:
@@ -52,13 +51,8 @@ def config(kind: str) -> environment.EnvironmentConfig:
 
 
 def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU seconds the processes have used so far (gone ones count 0)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+    """CPU seconds the processes have used so far (gone ones count 0)."""
+    return sum(map(usage.process_cpu_seconds, pids))
 
 
 PARTS = ("kubelet", "containerd", "kube-proxy", "coredns", "containerd-shim")

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from bench import remedy_workload as workloads
@@ -172,6 +172,11 @@ async def _sample_rss(pid: int, samples: list[float]) -> None:
         await asyncio.sleep(RSS_PERIOD)
 
 
+def cpu_now(pid: int, servers: Iterable[int | None]) -> tuple[float, float]:
+    """CPU seconds used so far by the controller ``pid``, and by the API server with etcd."""
+    return usage.process_cpu_seconds(pid), sum(map(usage.process_cpu_seconds, servers))
+
+
 def percentile(samples: Sequence[float], q: float) -> float:
     """The nearest-rank percentile (``q`` in 0..1)."""
     ordered = sorted(samples)
@@ -231,14 +236,13 @@ async def latency_samples(env: environment.LocalEnvironment, impl: Implementatio
             await flip(False, 10)
             counted = await usage.request_counts(api)
             servers = _server_pids(env)
-            used = (usage.process_cpu_seconds(ctrl.pid),
-                    sum(map(usage.process_cpu_seconds, servers)))
+            used = cpu_now(ctrl.pid, servers)
             for index in range(flips):
                 samples.append(await flip(index % 2 == 0, 10))
             if cpu is not None and flips:
-                cpu.append(FlipCpu(
-                    (usage.process_cpu_seconds(ctrl.pid) - used[0]) * 1000 / flips,
-                    (sum(map(usage.process_cpu_seconds, servers)) - used[1]) * 1000 / flips))
+                now = cpu_now(ctrl.pid, servers)
+                cpu.append(FlipCpu((now[0] - used[0]) * 1000 / flips,
+                                   (now[1] - used[1]) * 1000 / flips))
             sent = await usage.request_counts(api)
             sent.subtract(counted)
             takeover.progress(f"{impl.name}: {flips} flips; requests: "
@@ -545,12 +549,13 @@ async def scale_run(env: environment.LocalEnvironment, workload: workloads.Workl
                 body = workload.changed if to_all else workload.remedies[-1]
                 takeover.progress(f"{impl.name}: change {index + 1}/{changes} of scale-all")
                 counted = await usage.request_counts(api)
-                cpu = usage.cpu_seconds(ctrl.pid), sum(map(usage.cpu_seconds, servers))
+                cpu = cpu_now(ctrl.pid, servers)
                 started = time.monotonic()
                 await api.patch(resources.REMEDIES, "scale-all", {"spec": body["spec"]})
                 after_change.append(await wait_converged(api, expected[to_all], started))
-                ours.append((usage.cpu_seconds(ctrl.pid) - cpu[0]) * 1000 / writes)
-                theirs.append((sum(map(usage.cpu_seconds, servers)) - cpu[1]) * 1000 / writes)
+                now = cpu_now(ctrl.pid, servers)
+                ours.append((now[0] - cpu[0]) * 1000 / writes)
+                theirs.append((now[1] - cpu[1]) * 1000 / writes)
                 sent = await usage.request_counts(api)
                 sent.subtract(counted)
                 requests.append(+sent)

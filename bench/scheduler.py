@@ -39,7 +39,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -49,7 +48,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from bench import remedy, report, runtime, takeover
+from bench import remedy, report, runtime, takeover, usage
 from clusterhealth_controlplane.scheduler import adapt, algorithm, plugins
 from clusterhealth_core.api import policy, work
 from clusterhealth_core.kube import client as kube
@@ -353,7 +352,7 @@ async def run_once(env: environment.LocalEnvironment, api: kube.ApiClient,
     try:
         async with asyncio.timeout(RUN_TIMEOUT):
             await all_placed.wait()
-            cpu = cpu_seconds(proc.pid)
+            cpu = usage.process_cpu_seconds(proc.pid)
             await all_status.wait()
         status_seconds = time.monotonic() - started
         peak = max(remedy.proc_mib(proc.pid, "VmHWM"), *samples, 0.0)
@@ -364,12 +363,6 @@ async def run_once(env: environment.LocalEnvironment, api: kube.ApiClient,
         remedy.stop(proc)
     return Run(placed_at[0] - started, first_placed[0] - started, status_seconds, peak, cpu,
                {name: placement_of(obj) for name, obj in latest.items()})
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _sample_rss(pid: int, samples: list[float]) -> None:

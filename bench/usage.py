@@ -3,8 +3,8 @@
 Both are read before and after the step and subtracted, as are our processes'
 event-loop pauses (:class:`Pauses`: what held the loop in the step).  Requests come from the
 API server's ``apiserver_request_total`` (``/metrics``), keyed ``VERB
-resource[/subresource]``; CPU seconds from ``/proc/PID/stat`` (user plus system
-time of the process and its threads, its children excluded).  ``bench.remedy``
+resource[/subresource]``; CPU seconds from the process's CPU clock (user plus system
+time of the process and its threads, its children excluded, to the nanosecond).  ``bench.remedy``
 reads them over a change of a Remedy, ``bench.failover_peer`` over a failover.
 """
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import pathlib
 import re
 import time
 import urllib.request
@@ -24,7 +22,6 @@ from prometheus_client import parser
 
 from clusterhealth_core.kube import client as kube
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _REQUEST_LINE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$', re.M)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 WRITE_VERBS = ("POST", "PATCH", "APPLY", "PUT")
@@ -66,22 +63,6 @@ def writes_of(counts: Mapping[str, int], resource: str) -> int:
                if key.split(" ")[0] in WRITE_VERBS and key.split(" ")[1] == resource)
 
 
-def parse_cpu_seconds(stat: str) -> float:
-    """User plus system CPU seconds of a ``/proc/PID/stat`` line (children's excluded)."""
-    fields = stat.rsplit(")", 1)[1].split()  # the command may hold spaces and ")"
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User plus system CPU seconds a process has used (``/proc/PID/stat``); 0 once gone."""
-    if pid is None:
-        return 0.0
-    try:
-        return parse_cpu_seconds(pathlib.Path(f"/proc/{pid}/stat").read_text())
-    except (FileNotFoundError, IndexError):
-        return 0.0
-
-
 def process_cpu_seconds(pid: int | None) -> float:
     """CPU seconds a process has used, to the nanosecond; 0 once gone.
 
@@ -100,7 +81,7 @@ def process_cpu_seconds(pid: int | None) -> float:
 
 def cpu_reading(pids: Iterable[int]) -> dict[int, float]:
     """Every process's CPU seconds now, by pid."""
-    return {pid: cpu_seconds(pid) for pid in pids}
+    return {pid: process_cpu_seconds(pid) for pid in pids}
 
 
 def cpu_used(before: Mapping[int, float], after: Mapping[int, float]) -> float:

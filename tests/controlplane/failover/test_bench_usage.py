@@ -46,13 +46,6 @@ def test_requests_sent_between_two_readings() -> None:
     assert usage.writes_of(after, "works") == 9
 
 
-def test_cpu_seconds_of_a_stat_line_whose_command_holds_spaces_and_parentheses() -> None:
-    ticks = usage.CLOCK_TICKS
-    stat = (f"42 (kube apiserver) (x)) S 1 42 42 0 -1 4194560 10 0 0 0 {3 * ticks} {ticks} "
-            f"{50 * ticks} {50 * ticks} 20 0 12 0 100 0 0")
-    assert usage.parse_cpu_seconds(stat) == pytest.approx(4.0)  # children's 100 s left out
-
-
 def test_a_child_process_cpu_read_to_below_a_tick_and_zero_once_gone() -> None:
     # a child that spins for 0.2 s of CPU and then waits to be told to go
     code = ("import sys, time\nt = time.process_time()\n"

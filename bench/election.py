@@ -71,7 +71,7 @@ def requests_per_user(events: Sequence[dict[str, Any]], start: datetime.datetime
     """Requests (distinct audit IDs) each user sent in [start, end), in total and by verb."""
     seen: dict[str, tuple[str, str]] = {}
     for event in events:
-        received = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"])
+        received = environment.audit_time(event)
         if start <= received < end:
             seen[event["auditID"]] = (str(event["user"]["username"]), str(event["verb"]))
     totals: dict[str, int] = {}

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import collections
 import dataclasses
-import datetime
 import pathlib
 import statistics
 import subprocess
@@ -343,8 +342,8 @@ CONDITION_WRITER = "fieldManager=bench-agent"
 """How the audit log tells the benchmark's condition writes (``requestURI``) from the rest."""
 
 
-def _audit_time(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+def _audit_time(event: Mapping[str, Any], stamp: str) -> float:
+    return environment.audit_time(event, stamp).timestamp()
 
 
 Parts = tuple[float, float, float]
@@ -377,18 +376,18 @@ def server_clock_parts(events: Sequence[Mapping[str, Any]]
     for name, cluster_events in by_cluster.items():
         impl, _, block = name.removeprefix("latency-").rpartition("-")
         cluster_events = sorted(cluster_events,
-                                key=lambda e: _audit_time(e["requestReceivedTimestamp"]))
+                                key=lambda e: _audit_time(e, "requestReceivedTimestamp"))
         pending: Mapping[str, Any] | None = None
         found: list[Parts] = []
         for event in cluster_events:
             if CONDITION_WRITER in str(event.get("requestURI", "")):
                 pending = event
             elif pending is not None:
-                arrived = _audit_time(event["requestReceivedTimestamp"])
-                answered = _audit_time(pending["stageTimestamp"])
+                arrived = _audit_time(event, "requestReceivedTimestamp")
+                answered = _audit_time(pending, "stageTimestamp")
                 found.append(((arrived - answered) * 1000,
-                              (_audit_time(event["stageTimestamp"]) - arrived) * 1000,
-                              (answered - _audit_time(pending["requestReceivedTimestamp"]))
+                              (_audit_time(event, "stageTimestamp") - arrived) * 1000,
+                              (answered - _audit_time(pending, "requestReceivedTimestamp"))
                               * 1000))
                 pending = None
         parts[impl][int(block)] = found[WARM_UP_FLIPS:]

@@ -34,6 +34,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import datetime
 import json
 import logging
 import pathlib
@@ -43,7 +44,7 @@ import signal
 import ssl
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import yaml
@@ -665,6 +666,16 @@ class LocalEnvironment:
                       "spec": {"audiences": ["https://kubernetes.default.svc"],
                                "expirationSeconds": _TOKEN_SECONDS}})
         return str(answer["status"]["token"])
+
+
+def audit_time(event: Mapping[str, Any],
+               stamp: str = "requestReceivedTimestamp") -> datetime.datetime:
+    """One of an audit event's stamps (``requestReceivedTimestamp``, ``stageTimestamp``).
+
+    The API server's clock, in UTC to the microsecond: what the audit log witnesses
+    (:meth:`LocalEnvironment.audit_events`).
+    """
+    return datetime.datetime.fromisoformat(str(event[stamp]))
 
 
 async def _create_namespace(api: kube.ApiClient, name: str) -> None:

@@ -223,7 +223,7 @@ def member_writes(env: environment.LocalEnvironment, since: datetime.datetime,
             continue
         if event["user"]["username"] != MEMBERS_USER:
             continue
-        received = _time(event["requestReceivedTimestamp"])
+        received = environment.audit_time(event)
         if since <= received < until:
             ref = event.get("objectRef") or {}
             found.append(f"{event['verb']} {ref.get('resource')}/{ref.get('name')} at "

@@ -176,7 +176,7 @@ def _requests(env: environment.LocalEnvironment, namespace: str) -> list[Request
             resource=str((event.get("objectRef") or {}).get("resource", "")),
             name=str((event.get("objectRef") or {}).get("name", "")),
             code=(event.get("responseStatus") or {}).get("code"),
-            received=datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]),
+            received=environment.audit_time(event),
         )
         for event in merged.values()
     ]

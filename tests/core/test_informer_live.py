@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import itertools
 import uuid
 
@@ -68,11 +67,8 @@ async def test_a_forbidden_watch_is_retried_ever_more_slowly_without_relisting(
     assert len(lists) == 1, [e["requestURI"] for e in lists]  # no relist loop
     assert all(e["responseStatus"]["code"] == 403 for e in watches)
     assert 4 <= len(watches) <= 8, len(watches)  # twice a second would be ~13
-    times = [_seconds(e["requestReceivedTimestamp"]) for e in watches]
+    times = [environment.audit_time(e).timestamp() for e in watches]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(b > a for a, b in itertools.pairwise(gaps)), gaps  # slowing down
     assert healthy, detail  # the list was recent: not yet stale (after 2 min it would be)
 
-
-def _seconds(stamp: str) -> float:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -23,25 +23,32 @@ def make(request: pytest.FixtureRequest) -> Make:
     return lambda url: transport.HttpTransport(url, None)
 
 
-async def test_chunked_body_and_keep_alive(make: Make) -> None:
-    connections = 0
+def _answering(response: bytes, connections: list[None] | None = None) -> testkit.Handler:
+    """A server handler answering every request of a kept-alive connection with ``response``.
 
+    ``connections`` gets an item per connection the server accepted.
+    """
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
+        if connections is not None:
+            connections.append(None)
         while (await testkit.read_head(reader)):
-            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
+            writer.write(response)
             await writer.drain()
         writer.close()
+    return handle
 
+
+async def test_chunked_body_and_keep_alive(make: Make) -> None:
+    connections: list[None] = []
+    handle = _answering(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n", connections)
     async with testkit.loopback_server(handle) as url:
         http = make(url)
         first = await http.request("GET", "/a")
         second = await http.request("GET", "/b")
         await http.close()
     assert first.body == second.body == b"hello world"
-    assert connections == 1  # the second request reused the connection
+    assert len(connections) == 1  # the second request reused the connection
 
 
 async def test_server_closing_idle_connection_is_retried_on_a_new_one(make: Make) -> None:
@@ -80,13 +87,8 @@ async def test_stream_lines_split_across_chunks(make: Make) -> None:
 
 
 async def test_response_headers_are_found_by_any_case(make: Make) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while (await testkit.read_head(reader)):
-            writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n"
-                         b"ETag: \"v1\"\r\nContent-Length: 2\r\n\r\nno")
-            await writer.drain()
-        writer.close()
-
+    handle = _answering(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n"
+                        b"ETag: \"v1\"\r\nContent-Length: 2\r\n\r\nno")
     async with testkit.loopback_server(handle) as url:
         http = make(url)
         whole = await http.request("GET", "/a")

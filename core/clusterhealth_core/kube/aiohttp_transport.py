@@ -20,6 +20,10 @@ imported only by a process that chooses it.
 * :class:`~clusterhealth_core.kube.transport.TransportError` with ``sent``
   ``False`` only when connecting (to the server or through the proxy)
   failed, so callers retry only what is safe to repeat.
+
+Requests that carry a body (the writes) go over :mod:`clusterhealth_core.kube.http1`'s
+kept-alive connections instead, with the same promises, unless a proxy is set: aiohttp's
+client cost more CPU per write than the exchange itself (decision 0014).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from clusterhealth_core.kube import transport
+from clusterhealth_core.kube import http1, transport
 
 _READ_CHUNK = 1 << 16
 _SHARED_TIMEOUTS = 16
@@ -45,16 +49,11 @@ _NOT_SENT: tuple[type[Exception], ...] = (
 )
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
-
-
 def _translate(exc: BaseException, target: str) -> transport.TransportError:
     if isinstance(exc, _NOT_SENT):
-        return transport.TransportError(f"cannot connect to {target}: {_describe(exc)}",
+        return transport.TransportError(f"cannot connect to {target}: {transport.describe(exc)}",
                                         sent=False)
-    return transport.TransportError(f"{target}: {_describe(exc)}", sent=True)
+    return transport.TransportError(f"{target}: {transport.describe(exc)}", sent=True)
 
 
 _ERRORS = (aiohttp.ClientError, ssl.SSLError, OSError, TimeoutError)
@@ -117,6 +116,12 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        plain = ssl_context is None and base_url.startswith("https:")  # aiohttp's ssl=False
+        self._writes = None if proxy is not None or plain else http1.Connections(
+            self.base_url, ssl_context, connect_timeout=connect_timeout, user_agent=user_agent,
+            max_response_bytes=max_response_bytes, max_idle=max_connections or 16)
+        """Where requests with a body go (:mod:`~clusterhealth_core.kube.http1`); None: a
+        proxy is set (or https without a context), and everything goes through aiohttp."""
 
     def _client(self) -> aiohttp.ClientSession:
         # made on first use: a session belongs to the running loop
@@ -160,6 +165,8 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
     async def _exchange(self, method: str, path: str, query: Mapping[str, str] | None,
                         headers: transport.Headers, body: bytes | None,
                         read_timeout: float | None) -> transport.Response:
+        if body is not None and self._writes is not None:
+            return await self._writes.request(method, path, query, headers, body, read_timeout)
         async with self._client().request(method, self.base_url + path, data=body,
                                           **self._options(query, headers, read_timeout)
                                           ) as response:
@@ -190,6 +197,8 @@ class AiohttpTransport(transport.PooledTransport[aiohttp.ClientResponse]):
 
     async def close(self) -> None:
         """Close every pooled connection."""
+        if self._writes is not None:
+            await self._writes.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

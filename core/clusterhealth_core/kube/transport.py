@@ -237,7 +237,8 @@ def socket_options() -> list[tuple[int, int, int]]:
     return options
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """``ExceptionClass: message`` (the class alone for an empty message)."""
     text = str(exc)
     return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
@@ -250,8 +251,8 @@ _NOT_SENT: tuple[type[Exception], ...] = (
 
 def _translate(exc: BaseException, target: str) -> TransportError:
     if isinstance(exc, _NOT_SENT):
-        return TransportError(f"cannot connect to {target}: {_describe(exc)}", sent=False)
-    return TransportError(f"{target}: {_describe(exc)}", sent=True)
+        return TransportError(f"cannot connect to {target}: {describe(exc)}", sent=False)
+    return TransportError(f"{target}: {describe(exc)}", sent=True)
 
 
 def refused(exc: BaseException) -> bool:

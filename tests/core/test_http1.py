@@ -199,3 +199,15 @@ async def test_with_a_proxy_the_writes_go_through_aiohttp_too() -> None:
     assert proxied._writes is None
     direct = aiohttp_transport.AiohttpTransport("http://127.0.0.1:1", None)
     assert isinstance(direct._writes, http1.Connections)
+
+
+async def test_every_connection_gets_the_transports_socket_options() -> None:
+    async with testkit.loopback_server(answering(OK)) as url:
+        pool = connections(url)
+        connection = await pool._acquire()
+        sock = connection.writer.get_extra_info("socket")
+        found = [(level, option, sock.getsockopt(level, option))
+                 for level, option, _ in transport.socket_options()]
+        connection.close()
+        await pool.close()
+    assert found == transport.socket_options()  # keepalive probes, TCP_USER_TIMEOUT

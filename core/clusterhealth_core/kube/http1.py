@@ -3,10 +3,11 @@
 The aiohttp transport (:mod:`clusterhealth_core.kube.aiohttp_transport`) sends
 the requests that carry a body (create, update, patch, apply) through here when
 no proxy is set; reads, lists and watches stay on aiohttp.  A write and its
-answer are small, and aiohttp's client spent more on each than the exchange
-itself: beside Karmada's remedy controller, 0.3 to 0.46 ms of our controller's
-CPU per condition flip went, and the flip's p50 was 4 % faster and the p90 7 %
-with writes sent this way (docs/decisions/0014-writes-over-bare-http1.md).
+answer are small, and aiohttp's client spent more CPU on each than the exchange
+itself.  Beside Karmada's remedy controller, sent this way, the remedy controller's
+part of a condition flip (by the API server's audit clock) went from 1.05 to 1.09x
+of Karmada's to 0.80 to 0.88x, and its CPU per flip from 1.01 to 1.03x to 0.85x
+(docs/decisions/0014-writes-over-bare-http1.md).
 
 What is kept of the transport's promises:
 

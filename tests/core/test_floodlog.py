@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+import testkit
 from clusterhealth_core import floodlog
 
 LOGGER = "clusterhealth.test.floodlog"
@@ -16,7 +17,7 @@ def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 
 
-@pytest.mark.looptime
+@testkit.fake_time
 async def test_a_few_changes_are_all_logged_one_by_one(caplog: pytest.LogCaptureFixture) -> None:
     sampled = floodlog.SampledLog(logging.getLogger(LOGGER), "cluster change(s)",
                                   rate=floodlog.Rate(qps=1, burst=3))
@@ -28,7 +29,7 @@ async def test_a_few_changes_are_all_logged_one_by_one(caplog: pytest.LogCapture
     assert _messages(caplog) == [f"cluster m{n}: TrafficControl added" for n in range(3)]
 
 
-@pytest.mark.looptime
+@testkit.fake_time
 async def test_past_the_burst_lines_are_counted_and_summarised_by_key(
         caplog: pytest.LogCaptureFixture) -> None:
     sampled = floodlog.SampledLog(logging.getLogger(LOGGER), "cluster change(s)",
@@ -49,7 +50,7 @@ async def test_past_the_burst_lines_are_counted_and_summarised_by_key(
     ]
 
 
-@pytest.mark.looptime
+@testkit.fake_time
 async def test_the_rate_refills_and_a_new_flood_gets_a_new_summary(
         caplog: pytest.LogCaptureFixture) -> None:
     sampled = floodlog.SampledLog(logging.getLogger(LOGGER), "change(s)",
